@@ -1,0 +1,61 @@
+# Riverbed: `make run` starts a local fleet; `make test` runs every test.
+# Both install what is missing first: Debian's zookeeper and a JRE (apt-get), and a
+# virtualenv in .venv/ with the pinned Python packages (requirements.lock).
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+RUN_DIR ?= run
+BASE_PORT ?= 9092
+PYTEST_ARGS ?=
+
+.PHONY: all install system venv proto test test-unit test-integration run bench lint clean
+
+all: test
+
+install: system venv
+
+# Debian's zookeeper package ships only jars: nothing is started (see RECIPES.md).
+system:
+	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null; then \
+	  echo "installing zookeeper and a JRE from Debian's packages"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless >/dev/null; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c requirements.lock -e '.[dev]'
+	@touch $(STAMP)
+
+# Regenerate the protobuf code from proto/ (tests/unit/test_proto_fresh.py fails when stale).
+proto: venv
+	$(PY) proto/generate.py --out sdk/riverbed/_proto
+
+lint: venv
+	$(VENV)/bin/lint-imports
+
+test: install
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-integration: install
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+# A local fleet in the foreground, state under $(RUN_DIR)/; Ctrl-C stops all of it.
+run: install
+	$(VENV)/bin/riverbed fleet up --data-dir $(RUN_DIR) --base-port $(BASE_PORT)
+
+bench: install
+	$(PY) -m loadgen.bench
+
+clean:
+	rm -rf $(RUN_DIR) .pytest_cache

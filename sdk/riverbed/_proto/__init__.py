@@ -1,0 +1,1 @@
+"""Generated protobuf code (make proto). Do not edit."""
