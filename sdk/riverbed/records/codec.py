@@ -1,0 +1,618 @@
+"""Build and decode Kafka v2 record batches (magic 2), byte for byte as the Java client does.
+
+The batch header is laid out in `header.py`. After the 61 header bytes come `recordsCount`
+records; when the compression bits (attributes & 0x7) are set, all the records together are
+compressed as one stream (no count or length in front of it). Each record:
+
+    field            encoding                  notes
+    ---------------  ------------------------  ---------------------------------------------
+    length           varint                    bytes of the record after this field
+    attributes       int8                      unused, always 0
+    timestampDelta   varlong                   timestamp - batch baseTimestamp
+    offsetDelta      varint                    offset - batch baseOffset
+    keyLength        varint                    -1 for a null key
+    key              bytes
+    valueLength      varint                    -1 for a null value
+    value            bytes
+    headersCount     varint
+    headers          [headerKeyLength varint, headerKey utf-8,
+                      headerValueLength varint (-1 null), headerValue bytes]
+
+Varints are zigzag-encoded base-128, least significant group first (protobuf's sint32/sint64).
+
+Compression framing, as Kafka's clients write it:
+
+    codec  id  frame
+    -----  --  ------------------------------------------------------------------------------
+    gzip    1  one gzip member (RFC 1952); any number of members is read
+    snappy  2  xerial blocks: 16-byte header (0x82 "SNAPPY" 0x00, int32 version 1, int32
+               compat 1) then [int32 length, raw snappy block of <= 32 KiB input]...;
+               raw (unframed) snappy is also read
+    lz4     3  LZ4 frame (lz4.frame), 64 KiB independent blocks, no checksums (KafkaLZ4Block-
+               OutputStream's defaults)
+    zstd    4  one zstd frame; frames without a content size are read too
+
+With LOG_APPEND_TIME (attributes bit 3) every record's timestamp is the batch maxTimestamp.
+"""
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from riverbed import errors
+from riverbed.records.header import (
+    ATTRIBUTES_POSITION,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_POSITION,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    Compression,
+    TimestampType,
+    iter_batches,
+    validate_batch,
+)
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")   # header.py's layout table
+_CRC = struct.Struct(">I")
+_INT32 = struct.Struct(">i")
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(slots=True)
+class Record:
+    """One decoded record with its absolute offset and timestamp (ms)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# Varints
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+# Precomputed zigzag varints of 0 .. _VARINT_TABLE_SIZE-1 (lengths, offset deltas).
+_VARINT_TABLE_SIZE = 1 << 15
+
+
+def _encode_varint_slow(value: int) -> bytes:
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"{value} does not fit a varlong")
+    zigzag = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while zigzag >= 0x80:
+        out.append((zigzag & 0x7F) | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
+
+
+_VARINT = [_encode_varint_slow(n) for n in range(_VARINT_TABLE_SIZE)]
+_NULL = b"\x01"   # varint -1: a null key, value or header value
+
+
+def encode_varint(value: int) -> bytes:
+    """Zigzag varint (varlong) bytes of a signed 64-bit integer."""
+    if 0 <= value < _VARINT_TABLE_SIZE:
+        return _VARINT[value]
+    return _encode_varint_slow(value)
+
+
+def size_of_varint(value: int) -> int:
+    return len(encode_varint(value))
+
+
+def decode_varint(buf, pos: int = 0) -> tuple[int, int]:
+    """Return (value, next position).
+
+    Raises CorruptMessageError on a truncated varint or one longer than 64 bits.
+    """
+    try:
+        return _read_varint(buf, pos)
+    except IndexError:
+        raise errors.CorruptMessageError(f"truncated varint at position {pos}") from None
+
+
+def _read_varint(data, pos: int) -> tuple[int, int]:
+    # Slow path of the decoder; IndexError on truncation is turned into CORRUPT by callers.
+    result = 0
+    shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if result >> 64:
+                raise errors.CorruptMessageError(f"varint overflows 64 bits at position {pos}")
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise errors.CorruptMessageError(f"varint longer than 10 bytes at position {pos}")
+
+
+def _read_uvarint(data, pos: int) -> tuple[int, int]:
+    # The raw (not yet zigzag-decoded) varint at pos, for the decoder's inline fast paths.
+    result = 0
+    shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if result >> 64:
+                raise errors.CorruptMessageError(f"varint overflows 64 bits at position {pos}")
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise errors.CorruptMessageError(f"varint longer than 10 bytes at position {pos}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Compression
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK_SIZE = 32 * 1024
+_GZIP_LEVEL = 6   # java.util.zip.Deflater.DEFAULT_COMPRESSION, what Kafka's GZIPOutputStream uses
+
+
+def compress(codec: int, data) -> bytes:
+    """Compress the record bytes of a batch the way Kafka frames `codec`."""
+    if codec == Compression.GZIP:
+        return gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0)
+    if codec == Compression.SNAPPY:
+        import snappy
+        view = memoryview(data)
+        parts = [_XERIAL_HEADER]
+        for start in range(0, len(view), _XERIAL_BLOCK_SIZE):
+            block = snappy.compress(bytes(view[start:start + _XERIAL_BLOCK_SIZE]))
+            parts.append(_INT32.pack(len(block)))
+            parts.append(block)
+        return b"".join(parts)
+    if codec == Compression.LZ4:
+        import lz4.frame
+        return lz4.frame.compress(bytes(data), block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                  block_linked=False, content_checksum=False, store_size=False)
+    if codec == Compression.ZSTD:
+        import zstandard
+        return zstandard.ZstdCompressor().compress(bytes(data))
+    if codec == Compression.NONE:
+        return bytes(data)
+    raise errors.UnsupportedVersionError(f"unknown compression codec {codec}")
+
+
+def decompress(codec: int, data) -> bytes:
+    """Inverse of `compress`; any malformed input raises CorruptMessageError."""
+    try:
+        if codec == Compression.GZIP:
+            return gzip.decompress(data)
+        if codec == Compression.SNAPPY:
+            return _snappy_decompress(data)
+        if codec == Compression.LZ4:
+            import lz4.frame
+            return lz4.frame.decompress(data)
+        if codec == Compression.ZSTD:
+            import zstandard
+            dctx = zstandard.ZstdDecompressor().decompressobj()
+            out = dctx.decompress(data)
+            if not dctx.eof:
+                raise errors.CorruptMessageError("truncated zstd frame")
+            return out
+        if codec == Compression.NONE:
+            return bytes(data)
+    except errors.CorruptMessageError:
+        raise
+    except ImportError:
+        raise
+    except (Exception, zlib.error) as exc:   # each library has its own error types
+        raise errors.CorruptMessageError(
+            f"cannot decompress {Compression(codec).name} records: {exc!r}") from None
+    raise errors.CorruptMessageError(f"unknown compression codec {codec}")
+
+
+def _snappy_decompress(data) -> bytes:
+    import snappy
+    data = bytes(data)
+    if not data.startswith(_XERIAL_MAGIC):
+        return snappy.decompress(data)
+    # Version and compat are ignored, as the Java reader does (some writers get them wrong).
+    pos = len(_XERIAL_HEADER)
+    parts = []
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise errors.CorruptMessageError("truncated xerial snappy block length")
+        (length,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if length < 0 or pos + length > len(data):
+            raise errors.CorruptMessageError(f"bad xerial snappy block length {length}")
+        parts.append(snappy.decompress(data[pos:pos + length]))
+        pos += length
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building
+
+class BatchBuilder:
+    """Accumulates records into one v2 batch; `build()` returns its bytes.
+
+    Records are encoded straight into one bytearray behind 61 reserved header bytes; nothing
+    per record is kept but the bytes. `batch_size` bounds the uncompressed batch size (header
+    included), like the producer's `batch.size`; the first record always fits.
+    """
+
+    __slots__ = ("_compression", "_base_offset", "_producer_id", "_producer_epoch",
+                 "_base_sequence", "_partition_leader_epoch", "_attributes", "_batch_size",
+                 "_buf", "_count", "_base_timestamp", "_max_timestamp")
+
+    def __init__(self, *, compression: Compression | int = Compression.NONE,
+                 base_offset: int = 0, producer_id: int = -1, producer_epoch: int = -1,
+                 base_sequence: int = -1, partition_leader_epoch: int = -1,
+                 is_transactional: bool = False, is_control: bool = False,
+                 timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+                 batch_size: int | None = None) -> None:
+        compression = Compression(compression)
+        attributes = int(compression)
+        if timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_MASK
+        if is_transactional:
+            attributes |= TRANSACTIONAL_MASK
+        if is_control:
+            attributes |= CONTROL_MASK
+        self._compression = compression
+        self._base_offset = base_offset
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._partition_leader_epoch = partition_leader_epoch
+        self._attributes = attributes
+        self._batch_size = batch_size
+        self._buf = bytearray(HEADER_SIZE)
+        self._count = 0
+        self._base_timestamp = -1
+        self._max_timestamp = -1
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    @property
+    def estimated_size(self) -> int:
+        """Bytes of the batch if built uncompressed now (an upper bound when compressing)."""
+        return len(self._buf)
+
+    def append(self, timestamp_ms: int, key: bytes | None, value: bytes | None,
+               headers: Iterable[Header] = ()) -> bool:
+        """Add one record; False (and nothing added) if it would overflow batch_size."""
+        varint = _VARINT
+        count = self._count
+        if count == 0:
+            base_timestamp = timestamp_ms
+        else:
+            base_timestamp = self._base_timestamp
+        delta = timestamp_ms - base_timestamp
+        parts = [b"\x00",
+                 varint[delta] if 0 <= delta < _VARINT_TABLE_SIZE else _encode_varint_slow(delta),
+                 varint[count] if count < _VARINT_TABLE_SIZE else _encode_varint_slow(count)]
+        append = parts.append
+        if key is None:
+            append(_NULL)
+        else:
+            n = len(key)
+            append(varint[n] if n < _VARINT_TABLE_SIZE else _encode_varint_slow(n))
+            append(key)
+        if value is None:
+            append(_NULL)
+        else:
+            n = len(value)
+            append(varint[n] if n < _VARINT_TABLE_SIZE else _encode_varint_slow(n))
+            append(value)
+        if headers:
+            headers = tuple(headers)
+            append(encode_varint(len(headers)))
+            for header_key, header_value in headers:
+                header_key = header_key.encode("utf-8")
+                append(encode_varint(len(header_key)))
+                append(header_key)
+                if header_value is None:
+                    append(_NULL)
+                else:
+                    append(encode_varint(len(header_value)))
+                    append(header_value)
+        else:
+            append(b"\x00")
+        body = b"".join(parts)
+        n = len(body)
+        length = varint[n] if n < _VARINT_TABLE_SIZE else _encode_varint_slow(n)
+        buf = self._buf
+        limit = self._batch_size
+        if count and limit is not None and len(buf) + len(length) + n > limit:
+            return False
+        buf += length
+        buf += body
+        self._count = count + 1
+        if count == 0:
+            self._base_timestamp = timestamp_ms
+            self._max_timestamp = timestamp_ms
+        elif timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        return True
+
+    def append_values(self, timestamp_ms: int, values: Sequence[bytes]) -> int:
+        """Add keyless, header-less records sharing one timestamp; return how many fitted.
+
+        The fast path: the per-record bytes other than the offset delta and the value are
+        computed once per distinct value length.
+        """
+        count = self._count
+        if count == 0:
+            self._base_timestamp = timestamp_ms
+            self._max_timestamp = timestamp_ms
+        elif timestamp_ms > self._max_timestamp:
+            self._max_timestamp = timestamp_ms
+        delta = timestamp_ms - self._base_timestamp
+        prefix = b"\x00" + encode_varint(delta)                 # attributes, timestampDelta
+        fixed = len(prefix) + 2                                  # + null key + empty headers
+        varint = _VARINT
+        buf = self._buf
+        size = len(buf)
+        limit = self._batch_size
+        if limit is None:
+            limit = 1 << 62
+        cached_length = -1
+        cached_delta_size = 0
+        head = tail = b""
+        record_size = 0
+        added = 0
+        for value in values:
+            n = len(value)
+            delta_bytes = varint[count] if count < _VARINT_TABLE_SIZE \
+                else _encode_varint_slow(count)
+            if n != cached_length or len(delta_bytes) != cached_delta_size:
+                cached_length = n
+                cached_delta_size = len(delta_bytes)
+                value_length = encode_varint(n)
+                body = fixed + cached_delta_size + len(value_length) + n
+                head = encode_varint(body) + prefix
+                tail = _NULL + value_length
+                record_size = len(head) - len(prefix) + body
+            if size + record_size > limit and count:
+                break
+            buf += head
+            buf += delta_bytes
+            buf += tail
+            buf += value
+            buf += b"\x00"
+            size += record_size
+            count += 1
+            added += 1
+        self._count = count
+        return added
+
+    def build(self) -> bytes:
+        """The finished batch. The builder may keep appending; build() again for a new batch."""
+        count = self._count
+        buf = self._buf
+        if self._compression != Compression.NONE:
+            compressed = compress(self._compression, memoryview(buf)[HEADER_SIZE:])
+            out = bytearray(HEADER_SIZE)
+            out += compressed
+        else:
+            out = buf
+        _HEADER.pack_into(
+            out, 0,
+            self._base_offset,
+            len(out) - LOG_OVERHEAD,
+            self._partition_leader_epoch,
+            MAGIC,
+            0,
+            self._attributes,
+            count - 1 if count else 0,
+            self._base_timestamp,
+            self._max_timestamp,
+            self._producer_id,
+            self._producer_epoch,
+            self._base_sequence,
+            count,
+        )
+        _CRC.pack_into(out, CRC_POSITION, crc32c(memoryview(out)[ATTRIBUTES_POSITION:]))
+        return bytes(out)
+
+
+def build_batch(records: Iterable[tuple], **kwargs) -> bytes:
+    """One batch from (timestamp_ms, key, value) or (timestamp_ms, key, value, headers) tuples.
+
+    kwargs are BatchBuilder's; batch_size is ignored (every record goes in).
+    """
+    kwargs.pop("batch_size", None)
+    builder = BatchBuilder(**kwargs)
+    for record in records:
+        builder.append(*record)
+    return builder.build()
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+def decode_batch(buf, pos: int = 0) -> list[Record]:
+    """Validate (CRC included), decompress and decode the batch at `pos`.
+
+    Offsets are absolute (baseOffset + offsetDelta). Raises CorruptMessageError on any
+    malformed input.
+    """
+    header = validate_batch(buf, pos)
+    return _decode_body(buf, pos, header)
+
+
+def decode_batches(buf) -> list[Record]:
+    """Every whole batch in buf, in order; a trailing partial batch is ignored."""
+    records: list[Record] = []
+    for pos, header in iter_batches(buf):
+        records += decode_batch(buf, pos)
+    return records
+
+
+def iter_records(buf, pos: int = 0, end: int | None = None) -> Iterator[Record]:
+    """Lazily decode the whole batches in buf[pos:end], one batch at a time."""
+    for batch_pos, _header in iter_batches(buf, pos, end):
+        yield from decode_batch(buf, batch_pos)
+
+
+def _decode_body(buf, pos: int, header: BatchHeader) -> list[Record]:
+    end = pos + header.batch_length + LOG_OVERHEAD
+    body = memoryview(buf)[pos + HEADER_SIZE:end]
+    codec = header.attributes & COMPRESSION_MASK
+    data = decompress(codec, body) if codec else bytes(body)
+    timestamp = header.max_timestamp if header.attributes & TIMESTAMP_TYPE_MASK else None
+    try:
+        return _decode_records(data, header.records_count, header.base_offset,
+                               header.base_timestamp, timestamp)
+    except errors.CorruptMessageError:
+        raise
+    except (IndexError, ValueError, UnicodeDecodeError, OverflowError) as exc:
+        raise errors.CorruptMessageError(
+            f"malformed records in batch at position {pos}: {exc!r}") from None
+
+
+def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
+                    log_append_time: int | None) -> list[Record]:
+    # Hot loop: one- and two-byte varints are decoded inline; IndexError means truncation.
+    read_varint = _read_varint
+    read_uvarint = _read_uvarint
+    corrupt = errors.CorruptMessageError
+    make = Record
+    out = []
+    append = out.append
+    pos = 0
+    size = len(data)
+    for _ in range(count):
+        # length
+        b = data[pos]
+        if b < 0x80:
+            pos = pos + 1
+        else:
+            c = data[pos + 1]
+            if c < 0x80:
+                b = (b & 0x7F) | (c << 7)
+                pos = pos + 2
+            else:
+                b, pos = read_uvarint(data, pos)
+        length = (b >> 1) ^ -(b & 1)
+        record_end = pos + length
+        if length < 6 or record_end > size:
+            raise corrupt(f"record length {length} at position {pos}")
+        # attributes (ignored), timestampDelta
+        b = data[pos + 1]
+        if b < 0x80:
+            pos = pos + 1 + 1
+        else:
+            c = data[pos + 1 + 1]
+            if c < 0x80:
+                b = (b & 0x7F) | (c << 7)
+                pos = pos + 1 + 2
+            else:
+                b, pos = read_uvarint(data, pos + 1)
+        timestamp_delta = (b >> 1) ^ -(b & 1)
+        # offsetDelta
+        b = data[pos]
+        if b < 0x80:
+            pos = pos + 1
+        else:
+            c = data[pos + 1]
+            if c < 0x80:
+                b = (b & 0x7F) | (c << 7)
+                pos = pos + 2
+            else:
+                b, pos = read_uvarint(data, pos)
+        offset_delta = (b >> 1) ^ -(b & 1)
+        # key
+        b = data[pos]
+        if b < 0x80:
+            pos = pos + 1
+        else:
+            c = data[pos + 1]
+            if c < 0x80:
+                b = (b & 0x7F) | (c << 7)
+                pos = pos + 2
+            else:
+                b, pos = read_uvarint(data, pos)
+        n = (b >> 1) ^ -(b & 1)
+        if n >= 0:
+            key = data[pos:pos + n]
+            pos += n
+        elif n == -1:
+            key = None
+        else:
+            raise corrupt(f"key length {n}")
+        # value
+        b = data[pos]
+        if b < 0x80:
+            pos = pos + 1
+        else:
+            c = data[pos + 1]
+            if c < 0x80:
+                b = (b & 0x7F) | (c << 7)
+                pos = pos + 2
+            else:
+                b, pos = read_uvarint(data, pos)
+        n = (b >> 1) ^ -(b & 1)
+        if n >= 0:
+            value = data[pos:pos + n]
+            pos += n
+        elif n == -1:
+            value = None
+        else:
+            raise corrupt(f"value length {n}")
+        # headers
+        b = data[pos]
+        if b == 0:
+            pos += 1
+            headers = ()
+        else:
+            n, pos = read_varint(data, pos)
+            if n < 0:
+                raise corrupt(f"header count {n}")
+            if n > record_end - pos:
+                raise corrupt(f"header count {n} exceeds the record")
+            header_list = []
+            for _h in range(n):
+                n, pos = read_varint(data, pos)
+                if n < 0 or pos + n > record_end:
+                    raise corrupt(f"header key length {n}")
+                header_key = data[pos:pos + n].decode("utf-8")
+                pos += n
+                n, pos = read_varint(data, pos)
+                if n >= 0:
+                    if pos + n > record_end:
+                        raise corrupt(f"header value length {n}")
+                    header_value = data[pos:pos + n]
+                    pos += n
+                elif n == -1:
+                    header_value = None
+                else:
+                    raise corrupt(f"header value length {n}")
+                header_list.append((header_key, header_value))
+            headers = tuple(header_list)
+        if pos != record_end:
+            raise corrupt(f"record ends at {pos}, its length says {record_end}")
+        append(make(base_offset + offset_delta,
+                    base_timestamp + timestamp_delta if log_append_time is None
+                    else log_append_time,
+                    key, value, headers))
+    if pos != size:
+        raise corrupt(f"{size - pos} bytes after the last of {count} records")
+    return out
