@@ -1,0 +1,106 @@
+"""The storage node's config: Kafka's broker keys (docs/contracts.md "Storage node").
+
+Field names are the Kafka keys in snake_case (`log.segment.bytes` <-> `log_segment_bytes`);
+built with `services.common.config.build` from defaults, a .properties file, then overrides.
+The `log_*` fields are the node's defaults for every partition log; a topic's overrides
+(LEADER_AND_ISR `topic_configs`, Kafka's topic-level names such as `segment.bytes`) win.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.common.config import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class StorageNodeConfig:
+    broker_id: int = -1
+    host_name: str = "127.0.0.1"
+    port: int = 9101
+    log_dirs: str = "/tmp/riverbed-logs"
+    zookeeper_connect: str = "127.0.0.1:2181/riverbed"
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 6000
+    # Largest request the ROUTER accepts (ZMQ_MAXMSGSIZE); Kafka's default, 100 MiB.
+    socket_request_max_bytes: int = 104857600
+    # Largest record batch (Kafka's default: 1 MB + 12 bytes of log overhead).
+    message_max_bytes: int = 1000012
+    # Requests waiting for the loop (and delayed produce/fetch in purgatory) at most; Kafka's 500.
+    queued_max_requests: int = 500
+
+    # -- log defaults (Kafka's broker keys) ----------------------------------------------
+    log_segment_bytes: int = 1073741824
+    log_roll_ms: int | None = None
+    log_roll_hours: int = 168
+    log_roll_jitter_ms: int = 0
+    log_index_size_max_bytes: int = 10485760
+    log_index_interval_bytes: int = 4096
+    log_flush_interval_messages: int = 9223372036854775807
+    log_flush_interval_ms: int | None = None
+    log_retention_ms: int | None = None
+    log_retention_hours: int = 168
+    log_retention_bytes: int = -1
+    log_cleanup_policy: str = "delete"
+    log_segment_delete_delay_ms: int = 60000
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_backoff_ms: int = 15000
+    log_retention_check_interval_ms: int = 300000
+
+    # -- replication ---------------------------------------------------------------------
+    num_replica_fetchers: int = 1
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_lag_time_max_ms: int = 10000
+    # How long a replica fetcher waits for its leader's answer before retrying.
+    replica_socket_timeout_ms: int = 30000
+    # Pause after a failed replica fetch (Kafka's replica.fetch.backoff.ms).
+    replica_fetch_backoff_ms: int = 1000
+
+    # -- requests ------------------------------------------------------------------------
+    # acks=-1 wait when the request's timeout_ms is 0 (Kafka's request.timeout.ms).
+    request_timeout_ms: int = 30000
+
+    def __post_init__(self) -> None:
+        if self.broker_id < 0:
+            raise ConfigError("broker.id must be set to a non-negative integer")
+        if not (0 < self.port < 65536):
+            raise ConfigError(f"port={self.port}: must be in 1..65535")
+        if not self.log_dirs.strip():
+            raise ConfigError("log.dirs must name at least one directory")
+        if self.message_max_bytes <= 0:
+            raise ConfigError(f"message.max.bytes={self.message_max_bytes}: must be positive")
+        if self.socket_request_max_bytes <= 0:
+            raise ConfigError("socket.request.max.bytes must be positive")
+        if self.queued_max_requests <= 0:
+            raise ConfigError("queued.max.requests must be positive")
+        if self.num_replica_fetchers < 1:
+            raise ConfigError("num.replica.fetchers must be >= 1")
+        if self.replica_fetch_max_bytes <= 0:
+            raise ConfigError("replica.fetch.max.bytes must be positive")
+        if self.log_cleanup_policy not in ("delete", "compact", "compact,delete", "delete,compact"):
+            raise ConfigError(f"log.cleanup.policy={self.log_cleanup_policy!r}: "
+                              "expected delete, compact or both")
+
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://{self.host_name}:{self.port}"
+
+    @property
+    def log_dir_list(self) -> list[str]:
+        return [d.strip() for d in self.log_dirs.split(",") if d.strip()]
+
+    @property
+    def effective_log_retention_ms(self) -> int:
+        if self.log_retention_ms is not None:
+            return self.log_retention_ms
+        return self.log_retention_hours * 3600_000
+
+    @property
+    def effective_log_roll_ms(self) -> int:
+        if self.log_roll_ms is not None:
+            return self.log_roll_ms
+        return self.log_roll_hours * 3600_000

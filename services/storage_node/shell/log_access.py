@@ -1,0 +1,151 @@
+"""The shell's only contact with the storage engine (services.storage_node.log): opening the
+LogManager with the node's defaults, and the few PartitionLog calls the handlers make. Kept in
+one place so the engine's API can move without touching the request handlers."""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+
+from services.storage_node.config import StorageNodeConfig
+from services.storage_node.core import checkpoints
+from services.storage_node.log import LogConfig, LogManager, PartitionLog, files
+
+log = logging.getLogger(__name__)
+
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def log_defaults(cfg: StorageNodeConfig) -> LogConfig:
+    """The node's log.* keys as a LogConfig (topic-level names); topics override these."""
+    flush_ms = cfg.log_flush_interval_ms
+    return LogConfig(
+        segment_bytes=cfg.log_segment_bytes,
+        segment_ms=cfg.effective_log_roll_ms,
+        segment_jitter_ms=cfg.log_roll_jitter_ms,
+        segment_index_bytes=cfg.log_index_size_max_bytes,
+        index_interval_bytes=cfg.log_index_interval_bytes,
+        flush_messages=cfg.log_flush_interval_messages,
+        flush_ms=flush_ms if flush_ms is not None else LogConfig.flush_ms,
+        retention_ms=cfg.effective_log_retention_ms,
+        retention_bytes=cfg.log_retention_bytes,
+        file_delete_delay_ms=cfg.log_segment_delete_delay_ms,
+        cleanup_policy=cfg.log_cleanup_policy,
+        delete_retention_ms=cfg.log_cleaner_delete_retention_ms,
+        min_cleanable_dirty_ratio=cfg.log_cleaner_min_cleanable_ratio,
+        max_message_bytes=cfg.message_max_bytes,
+    )
+
+
+class Logs:
+    """The node's LogManager, keyed by (topic, partition), plus the high-watermark checkpoint
+    (`replication-offset-checkpoint` per log dir), which is the replica layer's to write (as
+    Kafka's ReplicaManager does)."""
+
+    def __init__(self, manager: LogManager, defaults: LogConfig):
+        self.manager = manager
+        self.defaults = defaults
+        self.hw_checkpoint: dict[tuple[str, int], int] = {}
+        for d in manager.log_dirs:
+            text = files.read_text(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
+            if text is None:
+                continue
+            try:
+                self.hw_checkpoint.update(checkpoints.parse_offsets(text))
+            except checkpoints.CheckpointError as e:
+                log.warning("%s/%s unreadable (%s); treating as empty", d,
+                            REPLICATION_OFFSET_CHECKPOINT, e)
+        self._written: dict[str, str] = {}
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return self.manager.partitions()
+
+    def get(self, tp) -> PartitionLog | None:
+        return self.manager.get(tp[0], tp[1])
+
+    def get_or_create(self, tp, topic_configs: dict[str, str]) -> PartitionLog:
+        # Validate the topic's overrides first: a bad value is INVALID_CONFIG, nothing created.
+        LogConfig.from_topic_configs(self.defaults, topic_configs)
+        return self.manager.get_or_create(tp[0], tp[1], topic_configs or None, now_ms=_now_ms())
+
+    def high_watermark_checkpoint(self, tp) -> int:
+        return self.hw_checkpoint.get(tp, 0)
+
+    def delete(self, tp) -> None:
+        self.manager.delete_partition(tp[0], tp[1])
+        self.hw_checkpoint.pop(tp, None)
+
+    def tick(self) -> None:
+        self.manager.tick(_now_ms())
+
+    def write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> None:
+        """Write `replication-offset-checkpoint` in each log dir (only when it changed)."""
+        by_dir: dict[str, dict] = {d: {} for d in self.manager.log_dirs}
+        for tp, hw in hws.items():
+            d = self.manager.dir_of(tp[0], tp[1])
+            if d is not None:
+                by_dir[d][tp] = hw
+        for d, offsets in by_dir.items():
+            text = checkpoints.format_offsets(offsets)
+            if self._written.get(d) != text:
+                files.atomic_write(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), text)
+                self._written[d] = text
+        self.hw_checkpoint = dict(hws)
+
+    def close(self) -> None:
+        self.manager.close()
+
+
+def open_logs(cfg: StorageNodeConfig) -> Logs:
+    """Open (and recover) every local partition log."""
+    defaults = log_defaults(cfg)
+    manager = LogManager(cfg.log_dir_list, defaults, now_ms=_now_ms(), rng=random.Random(),
+                         cleaner_enable=cfg.log_cleaner_enable)
+    return Logs(manager, defaults)
+
+
+# -- PartitionLog calls ----------------------------------------------------------------------
+
+def append_as_leader(plog, payload, leader_epoch: int) -> tuple[int, int]:
+    info = plog.append(payload, now_ms=_now_ms(), leader_epoch=leader_epoch, assign_offsets=True)
+    return info.first_offset, info.last_offset
+
+
+def append_as_follower(plog, payload) -> None:
+    plog.append(payload, now_ms=_now_ms(), assign_offsets=False)
+
+
+def read(plog, offset: int, max_bytes: int, max_offset: int):
+    return plog.read(offset, max_bytes, max_offset=max_offset).data
+
+
+def log_end_offset(plog) -> int:
+    return plog.log_end_offset
+
+
+def log_start_offset(plog) -> int:
+    return plog.log_start_offset
+
+
+def offset_for_timestamp(plog, timestamp: int) -> tuple[int, int] | None:
+    """(timestamp, offset) or None."""
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return None
+    offset, ts = found
+    return ts, offset
+
+
+def truncate_to(plog, offset: int) -> None:
+    plog.truncate_to(offset, now_ms=_now_ms())
+
+
+def truncate_fully_and_start_at(plog, offset: int) -> None:
+    plog.truncate_fully_and_start_at(offset, now_ms=_now_ms())
+
+

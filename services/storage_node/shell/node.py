@@ -1,0 +1,577 @@
+"""The storage node's shell: RpcServer handlers, the LogManager, ZooKeeper registration, the
+replica fetchers and the purgatory clock. Decisions live in the core (`services.storage_node.core`):
+replica state and epochs (`replica_state`), produce admission (`produce_admission`), delayed
+produce and fetch long poll (`purgatory`). Everything here runs on one asyncio loop; kazoo's
+threads only hand events over with `loop.call_soon_threadsafe`.
+
+Appends are synchronous file writes on the loop thread (fast enough; no thread hop).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import signal
+import time
+
+from riverbed import errors
+from riverbed._proto.v1 import (controller_pb2, fetch_pb2, list_offsets_pb2, produce_pb2)
+from riverbed.wire.apis import ApiKey
+from riverbed.wire.framing import Request
+
+from services.common import zk as zkmod
+from services.common import znodes
+from services.common.rpc import Reply, RpcServer
+from services.storage_node.config import StorageNodeConfig
+from services.storage_node.core.produce_admission import (admit_partition, check_acks,
+                                                          max_batch_bytes)
+from services.storage_node.core.purgatory import (FetchDecision, FetchWaiters, ProducePurgatory,
+                                                  decide_fetch)
+from services.storage_node.core.replica_state import (NONE, BecomeFollower, BecomeLeader,
+                                                      LocalLog, PartitionStateIn, ReplicaManager,
+                                                      Role)
+from services.storage_node.shell import log_access
+from services.storage_node.shell.replica_fetcher import ReplicaFetcher, whole_batches_end
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.code
+NOT_LEADER_FOR_PARTITION = errors.NotLeaderForPartitionError.code
+OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.code
+INVALID_REQUEST = errors.InvalidRequestError.code
+KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
+INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcksError.code
+# The tick task wakes at least this often even with nothing waiting (bounds clock drift).
+IDLE_TICK_S = 1.0
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def _buf(frame):
+    return getattr(frame, "buffer", frame)
+
+
+class StorageNode:
+    def __init__(self, cfg: StorageNodeConfig):
+        self.cfg = cfg
+        self.core = ReplicaManager(cfg.broker_id)
+        self.produce_purgatory = ProducePurgatory()
+        self.fetch_waiters = FetchWaiters(cfg.queued_max_requests)
+        self._produce_futs: dict[int, asyncio.Future] = {}
+        self._fetch_futs: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.leader_endpoints: dict[int, str] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.logs: log_access.Logs | None = None
+        self.server: RpcServer | None = None
+        self.zk = None
+        self._watcher = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        self._stop = asyncio.Event()
+        self._tick_wake = asyncio.Event()
+
+    # =========================================================================================
+    # lifecycle
+
+    async def run(self) -> int:
+        self._loop = asyncio.get_running_loop()
+        cfg = self.cfg
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._loop.add_signal_handler(sig, self._stop.set)
+        self.logs = log_access.open_logs(cfg)
+        log.info("[node %d] opened %d local partition log(s) in %s", cfg.broker_id,
+                 len(self.logs.partitions()), cfg.log_dirs)
+        # Local logs are served only once a LEADER_AND_ISR names this node a replica.
+        handlers = {
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
+            ApiKey.STOP_REPLICA: self.handle_stop_replica,
+        }
+        self.server = RpcServer(cfg.endpoint, handlers, name=f"storage-node-{cfg.broker_id}",
+                                socket_request_max_bytes=cfg.socket_request_max_bytes,
+                                queued_max_requests=cfg.queued_max_requests)
+        try:
+            await asyncio.to_thread(self._zk_start)
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                serve = tg.create_task(self.server.serve())
+                tick = tg.create_task(self._tick_loop())
+                await self._stop.wait()
+                log.info("[node %d] stopping", cfg.broker_id)
+                serve.cancel()
+                tick.cancel()
+                for f in list(self.fetchers.values()):
+                    if f.task is not None:
+                        f.task.cancel()
+        finally:
+            await self._shutdown()
+        return 0
+
+    async def _shutdown(self) -> None:
+        if self.server is not None:
+            await self.server.close()
+        for fut in itertools.chain(self._produce_futs.values(), self._fetch_futs.values()):
+            if not fut.done():
+                fut.cancel()
+        if self.logs is not None:
+            self._checkpoint_high_watermarks()
+            self.logs.close()   # flush, checkpoints, clean-shutdown marker
+            self.logs = None
+        if self.zk is not None:
+            await asyncio.to_thread(self._zk_stop)
+        log.info("[node %d] stopped cleanly", self.cfg.broker_id)
+
+    # -- ZooKeeper --------------------------------------------------------------------------
+    def _zk_start(self) -> None:
+        cfg = self.cfg
+        self.zk = zkmod.connect(cfg.zookeeper_connect,
+                                timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
+                                session_timeout_ms=cfg.zookeeper_session_timeout_ms)
+        self._register()
+        self._watcher = zkmod.SessionWatcher(self.zk, on_connected=self._on_zk_connected,
+                                             name=f"zk-session-{cfg.broker_id}")
+        self._watcher.start()
+
+    def _on_zk_connected(self, change) -> None:
+        # Runs on the SessionWatcher's own thread (blocking ZooKeeper calls are fine there).
+        if change.new_session:
+            try:
+                self._register()
+            except Exception:
+                log.exception("[node %d] re-registration failed", self.cfg.broker_id)
+
+    def _register(self) -> None:
+        from kazoo.exceptions import NodeExistsError
+        cfg = self.cfg
+        path = znodes.broker_path(cfg.broker_id)
+        data = znodes.encode_broker(znodes.BrokerInfo(
+            broker_id=cfg.broker_id, host=cfg.host_name, port=cfg.port,
+            endpoints=(cfg.endpoint,), timestamp_ms=int(time.time() * 1000)))
+        self.zk.ensure_path(znodes.BROKER_IDS)
+        deadline = time.monotonic() + cfg.zookeeper_session_timeout_ms / 1000.0 + 2
+        while True:
+            try:
+                self.zk.create(path, data, ephemeral=True)
+                log.info("[node %d] registered %s", cfg.broker_id, path)
+                return
+            except NodeExistsError:
+                stat = self.zk.exists(path)
+                if stat is not None and stat.ephemeralOwner == self.zk.client_id[0]:
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{path} is held by another session: is broker.id "
+                                       f"{cfg.broker_id} used twice?") from None
+                time.sleep(0.2)   # an old session of ours may still be expiring
+
+    def _zk_stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+        try:
+            self.zk.delete(znodes.broker_path(self.cfg.broker_id))
+        except Exception:
+            pass
+        zkmod.close(self.zk)
+        self.zk = None
+
+    # -- the clock ---------------------------------------------------------------------------
+    async def _tick_loop(self) -> None:
+        next_log_tick = 0
+        while True:
+            now = now_ms()
+            if now >= next_log_tick:
+                next_log_tick = now + int(IDLE_TICK_S * 1000)
+                try:
+                    self.logs.tick()     # flush.ms, the flush after a roll, due deletions
+                except Exception:
+                    log.exception("log maintenance failed")
+                self._checkpoint_high_watermarks()
+            for op in self.produce_purgatory.tick(now):
+                self._finish_produce(op)
+            for wid in self.fetch_waiters.tick(now):
+                self._wake_fetch(wid)
+            deadlines = [d for d in (self.produce_purgatory.next_deadline_ms(),
+                                     self.fetch_waiters.next_deadline_ms()) if d is not None]
+            wait_s = IDLE_TICK_S
+            if deadlines:
+                wait_s = min(wait_s, max(0.0, (min(deadlines) - now_ms()) / 1000.0))
+            self._tick_wake.clear()
+            try:
+                async with asyncio.timeout(wait_s + 0.001):
+                    await self._tick_wake.wait()
+            except TimeoutError:
+                pass
+
+    # =========================================================================================
+    # events from appends
+
+    def _partition_changed(self, tp, hw_moved: bool) -> None:
+        """New data (or a new role) on tp: complete acks=-1 produces, wake waiting fetches."""
+        if hw_moved:
+            r = self.core.get(tp)
+            if r is not None:
+                for op in self.produce_purgatory.on_high_watermark(tp, r.high_watermark):
+                    self._finish_produce(op)
+        for wid in self.fetch_waiters.on_data(tp):
+            self._wake_fetch(wid)
+
+    def _finish_produce(self, op) -> None:
+        fut = self._produce_futs.pop(op.op_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(op.results)
+
+    def _wake_fetch(self, wid: int) -> None:
+        fut = self._fetch_futs.get(wid)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    # =========================================================================================
+    # PRODUCE
+
+    async def handle_produce(self, req: Request) -> Reply | None:
+        body: produce_pb2.ProduceRequest = req.body
+        entries = [(t.name, p.partition) for t in body.topics for p in t.partitions]
+        if len(set(entries)) != len(entries):
+            raise errors.InvalidRequestError("a partition appears twice in one PRODUCE")
+        if len(req.payloads) != len(entries):
+            raise errors.InvalidRequestError(
+                f"{len(entries)} partitions but {len(req.payloads)} payload frames")
+        acks_error = check_acks(body.acks)
+        results: dict[tuple[str, int], list] = {}   # tp -> [code, message, base_offset, log_start]
+        required: dict[tuple[str, int], int] = {}
+        for i, tp in enumerate(entries):
+            if acks_error != NONE:
+                results[tp] = [INVALID_REQUIRED_ACKS, f"acks={body.acks}: use 0, 1 or -1", -1, -1]
+                continue
+            payload = _buf(req.payloads[i])
+            adm = admit_partition(self.core, tp, payload, max_batch_bytes(
+                self.topic_configs.get(tp[0]), self.cfg.message_max_bytes))
+            if not adm.ok:
+                results[tp] = [adm.error_code, adm.error_message, -1, -1]
+                continue
+            replica = self.core.get(tp)
+            plog = self.logs.get(tp)
+            try:
+                first, last = log_access.append_as_leader(plog, payload, replica.leader_epoch)
+            except errors.KafkaError as e:
+                results[tp] = [e.code, e.message, -1, -1]
+                continue
+            except OSError as e:
+                log.error("[%s-%d] append failed: %s", tp[0], tp[1], e)
+                results[tp] = [KAFKA_STORAGE_ERROR, str(e), -1, -1]
+                continue
+            moved = self.core.on_local_append(tp, log_access.log_end_offset(plog))
+            results[tp] = [NONE, "", first, log_access.log_start_offset(plog)]
+            required[tp] = last + 1
+            self._partition_changed(tp, moved)
+        if body.acks == 0:
+            return None
+        if body.acks == -1 and required:
+            timeout = body.timeout_ms or req.header.timeout_ms or self.cfg.request_timeout_ms
+            op_id = next(self._ids)
+            hws = {tp: self.core.get(tp).high_watermark for tp in required}
+            op = self.produce_purgatory.add(op_id, required, now_ms() + timeout, hws)
+            if op is not None:
+                fut = self._loop.create_future()
+                self._produce_futs[op_id] = fut
+                self._tick_wake.set()
+                try:
+                    codes = await fut
+                finally:
+                    self._produce_futs.pop(op_id, None)
+                    self.produce_purgatory.cancel(op_id)
+                for tp, code in codes.items():
+                    if code != NONE:
+                        results[tp][0] = code
+                        results[tp][1] = errors.ErrorCode.Name(code).lower().replace("_", " ")
+        resp = produce_pb2.ProduceResponse()
+        for t in body.topics:
+            rt = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                code, msg, base, start = results[(t.name, p.partition)]
+                rt.partitions.add(partition=p.partition, error_code=code, error_message=msg,
+                                  base_offset=base, log_append_time_ms=-1,
+                                  log_start_offset=start)
+        return Reply(resp)
+
+    # =========================================================================================
+    # FETCH
+
+    async def handle_fetch(self, req: Request) -> Reply:
+        body: fetch_pb2.FetchRequest = req.body
+        entries = [(t.name, p) for t in body.topics for p in t.partitions]
+        replica_id = body.replica_id
+        is_follower = replica_id >= 0
+        if is_follower:
+            for topic, p in entries:
+                tp = (topic, p.partition)
+                r = self.core.get(tp)
+                if r is not None and r.role is Role.LEADER and p.fetch_offset >= 0 \
+                        and replica_id in r.replicas and replica_id != self.cfg.broker_id:
+                    if self.core.on_follower_fetch(tp, replica_id, p.fetch_offset):
+                        self._partition_changed(tp, True)
+        start = now_ms()
+        deadline = start + body.max_wait_ms
+        wid = None
+        try:
+            while True:
+                parts, any_error = self._read_fetch(body, entries, is_follower)
+                decision = decide_fetch((len(d) for _, d in parts), min_bytes=body.min_bytes,
+                                        now_ms=now_ms(), deadline_ms=deadline,
+                                        any_error=any_error)
+                if decision is FetchDecision.RESPOND or self.fetch_waiters.full() and wid is None:
+                    return self._fetch_reply(body, parts)
+                if wid is None:
+                    wid = next(self._ids)
+                    self.fetch_waiters.add(wid, [(t, p.partition) for t, p in entries], deadline)
+                    self._tick_wake.set()
+                fut = self._loop.create_future()
+                self._fetch_futs[wid] = fut
+                await fut
+        finally:
+            if wid is not None:
+                self.fetch_waiters.remove(wid)
+                self._fetch_futs.pop(wid, None)
+
+    def _read_fetch(self, body, entries, is_follower: bool):
+        """Per partition (response fields, data) in request order, and whether any failed."""
+        out = []
+        any_error = False
+        remaining = body.max_bytes if body.max_bytes > 0 else None
+        for topic, p in entries:
+            tp = (topic, p.partition)
+            r = self.core.get(tp)
+            fields = dict(partition=p.partition, error_code=NONE, error_message="",
+                          high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                          log_end_offset=-1, leader_epoch=-1, diverging_epoch=-1,
+                          diverging_end_offset=-1)
+            data = b""
+            if r is None:
+                fields.update(error_code=UNKNOWN_TOPIC_OR_PARTITION,
+                              error_message=f"{topic}-{p.partition} is not hosted here")
+            elif r.role is not Role.LEADER:
+                fields.update(error_code=NOT_LEADER_FOR_PARTITION, leader_epoch=r.leader_epoch,
+                              error_message=f"{topic}-{p.partition}: leader is {r.leader}")
+            else:
+                plog = self.logs.get(tp)
+                hw = r.high_watermark
+                leo = log_access.log_end_offset(plog)
+                lso = log_access.log_start_offset(plog)
+                fields.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=lso,
+                              log_end_offset=leo, leader_epoch=r.leader_epoch)
+                upper = leo if is_follower else hw
+                if p.fetch_offset < lso or p.fetch_offset > leo:
+                    fields.update(error_code=OFFSET_OUT_OF_RANGE,
+                                  error_message=f"offset {p.fetch_offset} outside "
+                                                f"[{lso}, {leo}]")
+                elif p.fetch_offset < upper:
+                    limit = p.partition_max_bytes or self.cfg.replica_fetch_max_bytes
+                    if remaining is not None:
+                        limit = min(limit, max(remaining, 0))
+                    if limit > 0 or not out:
+                        data = log_access.read(plog, p.fetch_offset, max(limit, 1), upper)
+                        if remaining is not None:
+                            remaining -= len(data)
+            if fields["error_code"] != NONE:
+                any_error = True
+            out.append((fields, data))
+        return out, any_error
+
+    def _fetch_reply(self, body, parts) -> Reply:
+        resp = fetch_pb2.FetchResponse()
+        payloads = []
+        i = 0
+        for t in body.topics:
+            rt = resp.topics.add(name=t.name)
+            for _ in t.partitions:
+                fields, data = parts[i]
+                i += 1
+                rt.partitions.add(**fields)
+                payloads.append(data)
+        return Reply(resp, payloads)
+
+    # =========================================================================================
+    # LIST_OFFSETS
+
+    async def handle_list_offsets(self, req: Request) -> Reply:
+        body: list_offsets_pb2.ListOffsetsRequest = req.body
+        resp = list_offsets_pb2.ListOffsetsResponse()
+        for t in body.topics:
+            rt = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                tp = (t.name, p.partition)
+                out = rt.partitions.add(partition=p.partition, timestamp=-1, offset=-1,
+                                        leader_epoch=-1)
+                r = self.core.get(tp)
+                if r is None:
+                    out.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if r.role is not Role.LEADER and body.replica_id < 0:
+                    out.error_code = NOT_LEADER_FOR_PARTITION
+                    continue
+                plog = self.logs.get(tp)
+                out.leader_epoch = r.leader_epoch
+                if p.timestamp == -2:
+                    out.offset = log_access.log_start_offset(plog)
+                elif p.timestamp == -1:
+                    out.offset = r.high_watermark if body.replica_id < 0 \
+                        else log_access.log_end_offset(plog)
+                elif p.timestamp < 0:
+                    out.error_code = INVALID_REQUEST
+                    out.error_message = f"timestamp {p.timestamp}: use -1, -2 or a time in ms"
+                else:
+                    found = log_access.offset_for_timestamp(plog, p.timestamp)
+                    if found is not None:
+                        ts, off = found
+                        if body.replica_id < 0 and off >= r.high_watermark:
+                            continue
+                        out.timestamp, out.offset = ts, off
+        return Reply(resp)
+
+    # =========================================================================================
+    # LEADER_AND_ISR / STOP_REPLICA
+
+    async def handle_leader_and_isr(self, req: Request) -> Reply:
+        body: controller_pb2.LeaderAndIsrRequest = req.body
+        states = [PartitionStateIn(s.topic, s.partition, s.leader, s.leader_epoch, tuple(s.isr),
+                                   tuple(s.replicas), dict(s.topic_configs))
+                  for s in body.partitions]
+        plan = self.core.plan_leader_and_isr(body.controller_epoch, states)
+        resp = controller_pb2.LeaderAndIsrResponse(error_code=plan.error_code,
+                                                   error_message=plan.error_message)
+        perrs = dict(plan.partition_errors)
+        if plan.error_code == NONE:
+            for b in body.live_leaders:
+                if b.endpoint:
+                    self.leader_endpoints[b.node_id] = b.endpoint
+                elif b.host and b.port:
+                    self.leader_endpoints[b.node_id] = f"tcp://{b.host}:{b.port}"
+            local: dict = {}
+            accepted = []
+            for s in plan.accepted:
+                try:
+                    if s.topic_configs:
+                        self.topic_configs[s.topic] = dict(s.topic_configs)
+                    plog = self.logs.get_or_create(s.tp, self.topic_configs.get(s.topic, {}))
+                except (errors.KafkaError, ValueError, OSError) as e:
+                    log.error("[%s-%d] cannot open the log: %s", s.topic, s.partition, e)
+                    perrs[s.tp] = getattr(e, "code", KAFKA_STORAGE_ERROR) \
+                        if isinstance(e, errors.KafkaError) else errors.InvalidConfigError.code
+                    continue
+                local[s.tp] = LocalLog(log_access.log_end_offset(plog),
+                                       self.logs.high_watermark_checkpoint(s.tp))
+                accepted.append(s)
+            plan = dataclasses.replace(plan, accepted=tuple(accepted))
+            for eff in self.core.apply_leader_and_isr(plan, local):
+                self._apply_role_change(eff)
+            self._reconcile_fetchers()
+        for s in body.partitions:
+            resp.partitions.add(topic=s.topic, partition=s.partition,
+                                error_code=perrs.get((s.topic, s.partition), NONE))
+        return Reply(resp)
+
+    def _apply_role_change(self, eff) -> None:
+        tp = eff.tp
+        if isinstance(eff, BecomeLeader):
+            log.info("[%s-%d leader_epoch=%d] became leader", tp[0], tp[1], eff.leader_epoch)
+            self._partition_changed(tp, True)
+        elif isinstance(eff, BecomeFollower):
+            log.info("[%s-%d leader_epoch=%d] became follower of %d, truncating to %d",
+                     tp[0], tp[1], eff.leader_epoch, eff.leader, eff.truncate_to)
+            for op in self.produce_purgatory.on_leadership_lost(tp):
+                self._finish_produce(op)
+            plog = self.logs.get(tp)
+            log_access.truncate_to(plog, eff.truncate_to)
+            self.core.on_truncated(tp, log_access.log_end_offset(plog))
+            self._partition_changed(tp, False)
+
+    def _reconcile_fetchers(self) -> None:
+        wanted = self.core.followed_leaders()
+        for leader_id, f in list(self.fetchers.items()):
+            endpoint = self.leader_endpoints.get(leader_id)
+            if leader_id not in wanted or f.endpoint != endpoint or f.task is None or f.task.done():
+                if f.task is not None:
+                    f.task.cancel()
+                del self.fetchers[leader_id]
+        for leader_id in wanted:
+            if leader_id in self.fetchers:
+                continue
+            endpoint = self.leader_endpoints.get(leader_id)
+            if endpoint is None:
+                log.warning("no endpoint known for leader %d; not fetching %s", leader_id,
+                            wanted[leader_id])
+                continue
+            f = ReplicaFetcher(self, leader_id, endpoint)
+            f.task = self._tg.create_task(f.run()) if self._tg is not None \
+                else asyncio.create_task(f.run())
+            self.fetchers[leader_id] = f
+
+    async def handle_stop_replica(self, req: Request) -> Reply:
+        body: controller_pb2.StopReplicaRequest = req.body
+        tps = [(p.topic, p.partition) for p in body.partitions]
+        code, perrs, removed = self.core.stop_replica(body.controller_epoch, tps)
+        resp = controller_pb2.StopReplicaResponse(error_code=code)
+        if code != NONE:
+            resp.error_message = f"controller epoch {body.controller_epoch} is stale"
+        perrs = dict(perrs)
+        for tp in removed:
+            for op in self.produce_purgatory.on_leadership_lost(tp):
+                self._finish_produce(op)
+            self._partition_changed(tp, False)
+        if code == NONE and body.delete_partitions:
+            for tp in tps:
+                try:
+                    self.logs.delete(tp)
+                except (errors.KafkaError, OSError) as e:
+                    log.error("[%s-%d] delete failed: %s", tp[0], tp[1], e)
+                    perrs[tp] = KAFKA_STORAGE_ERROR
+        self._reconcile_fetchers()
+        for tp in tps:
+            resp.partitions.add(topic=tp[0], partition=tp[1], error_code=perrs.get(tp, NONE))
+        return Reply(resp)
+
+    # =========================================================================================
+    # replication (called by ReplicaFetcher)
+
+    def apply_replicated(self, tp, sent_epoch: int, sent_offset: int, leader_id: int, data,
+                         leader_hw: int) -> None:
+        r = self.core.get(tp)
+        if r is None or r.role is not Role.FOLLOWER or r.leader != leader_id \
+                or r.leader_epoch != sent_epoch or r.log_end_offset != sent_offset:
+            return   # the partition changed while the fetch was in flight
+        plog = self.logs.get(tp)
+        end = whole_batches_end(data)
+        if end > 0:
+            log_access.append_as_follower(plog, memoryview(data)[:end])
+        moved = self.core.on_follower_appended(tp, log_access.log_end_offset(plog), leader_hw)
+        self._partition_changed(tp, moved)
+
+    def reset_follower_offset(self, tp, leader_id: int, leader_leo: int,
+                              leader_log_start: int) -> None:
+        r = self.core.get(tp)
+        if r is None or r.role is not Role.FOLLOWER or r.leader != leader_id:
+            return
+        plog = self.logs.get(tp)
+        if leader_leo >= 0 and r.log_end_offset > leader_leo:
+            log.warning("[%s-%d] ahead of leader (%d > %d): truncating", tp[0], tp[1],
+                        r.log_end_offset, leader_leo)
+            log_access.truncate_to(plog, leader_leo)
+        elif leader_log_start >= 0 and r.log_end_offset < leader_log_start:
+            log.warning("[%s-%d] behind leader's log start %d: starting over there",
+                        tp[0], tp[1], leader_log_start)
+            log_access.truncate_fully_and_start_at(plog, leader_log_start)
+        self.core.on_truncated(tp, log_access.log_end_offset(plog))
+
+    def _checkpoint_high_watermarks(self) -> None:
+        try:
+            hws = dict(self.logs.hw_checkpoint)
+            hws.update({tp: r.high_watermark for tp, r in self.core.replicas.items()})
+            self.logs.write_high_watermarks(hws)
+        except Exception:
+            log.exception("writing the high-watermark checkpoint failed")

@@ -1,0 +1,127 @@
+"""A follower's replica fetcher: one task per leader (num.replica.fetchers=1), pulling every
+partition this node follows from that leader with FETCH(replica_id = broker.id), appending what
+arrives with the leader's offsets (assign_offsets=False).
+
+The fetch offset of each partition is the local log end offset, read from the core before each
+request; the core decides roles, the node (StorageNode) owns the logs. A response is applied
+only if the partition is still followed from the same leader at the same leader epoch and the
+local log still ends where the request started (a LEADER_AND_ISR may arrive meanwhile).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from riverbed import errors
+from riverbed._proto.v1 import fetch_pb2
+from riverbed.records import iter_batches
+from riverbed.wire.apis import ApiKey
+
+from services.common.rpc import AsyncChannel
+from services.storage_node.core.replica_state import Role
+
+if TYPE_CHECKING:
+    from services.storage_node.shell.node import StorageNode
+
+log = logging.getLogger(__name__)
+
+OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.code
+
+
+def whole_batches_end(buf) -> int:
+    """Bytes of `buf` holding whole batches (a fetch may end with a partial one)."""
+    end = 0
+    for pos, header in iter_batches(buf):
+        end = pos + header.size
+    return end
+
+
+class ReplicaFetcher:
+    def __init__(self, node: "StorageNode", leader_id: int, endpoint: str):
+        self.node = node
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self.task: asyncio.Task | None = None
+        self._channel: AsyncChannel | None = None
+
+    def _partitions(self):
+        core = self.node.core
+        out = []
+        for tp, r in core.replicas.items():
+            if r.role is Role.FOLLOWER and r.leader == self.leader_id:
+                out.append((tp, r.leader_epoch, r.log_end_offset))
+        return out
+
+    async def run(self) -> None:
+        cfg = self.node.cfg
+        self._channel = AsyncChannel(self.endpoint, client_id=f"replica-fetcher-{cfg.broker_id}",
+                                     max_message_bytes=cfg.socket_request_max_bytes)
+        log.info("[fetcher leader=%d] fetching from %s", self.leader_id, self.endpoint)
+        try:
+            while True:
+                parts = self._partitions()
+                if not parts:
+                    return
+                try:
+                    await self._fetch_once(parts)
+                except asyncio.CancelledError:
+                    raise
+                except errors.KafkaError as e:
+                    log.warning("[fetcher leader=%d] fetch failed: %s", self.leader_id, e)
+                    await asyncio.sleep(cfg.replica_fetch_backoff_ms / 1000.0)
+                except Exception:   # a log error on append: back off, the next round retries
+                    log.exception("[fetcher leader=%d] fetch round failed", self.leader_id)
+                    await asyncio.sleep(cfg.replica_fetch_backoff_ms / 1000.0)
+        finally:
+            await self._channel.close()
+
+    async def _fetch_once(self, parts) -> None:
+        cfg = self.node.cfg
+        req = fetch_pb2.FetchRequest(replica_id=cfg.broker_id,
+                                     max_wait_ms=cfg.replica_fetch_wait_max_ms,
+                                     min_bytes=cfg.replica_fetch_min_bytes, max_bytes=0)
+        by_topic: dict[str, fetch_pb2.FetchTopic] = {}
+        order = []
+        for (topic, partition), epoch, leo in parts:
+            t = by_topic.get(topic)
+            if t is None:
+                t = by_topic[topic] = req.topics.add(name=topic)
+            t.partitions.add(partition=partition, fetch_offset=leo,
+                             partition_max_bytes=cfg.replica_fetch_max_bytes,
+                             current_leader_epoch=epoch, log_start_offset=-1,
+                             last_fetched_epoch=-1)
+        for t in req.topics:
+            for p in t.partitions:
+                order.append((t.name, p.partition))
+        sent = {tp: (epoch, leo) for tp, epoch, leo in parts}
+        resp = await self._channel.call(
+            ApiKey.FETCH, req,
+            timeout_ms=cfg.replica_fetch_wait_max_ms + cfg.replica_socket_timeout_ms)
+        i = 0
+        any_error = False
+        for t in resp.body.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition)
+                payload = resp.payloads[i] if i < len(resp.payloads) else b""
+                i += 1
+                if tp not in sent:
+                    continue
+                if p.error_code != 0:
+                    any_error = True
+                    self._on_error(tp, p)
+                    continue
+                self.node.apply_replicated(tp, sent[tp][0], sent[tp][1], self.leader_id,
+                                           getattr(payload, "buffer", payload), p.high_watermark)
+        if any_error:
+            await asyncio.sleep(cfg.replica_fetch_backoff_ms / 1000.0)
+
+    def _on_error(self, tp, p) -> None:
+        if p.error_code == OFFSET_OUT_OF_RANGE:
+            # Simple rule until the leader-epoch work: if we are ahead of the leader, cut back
+            # to its log end; if we are behind its log start, the node starts over there.
+            self.node.reset_follower_offset(tp, self.leader_id, p.log_end_offset,
+                                            p.log_start_offset)
+        else:
+            log.info("[fetcher leader=%d] %s-%d: %s %s", self.leader_id, tp[0], tp[1],
+                     errors.ErrorCode.Name(p.error_code), p.error_message)
