@@ -1,0 +1,228 @@
+"""Client-side cluster metadata and the connection to the gateways.
+
+`ClusterMetadata` is pure state: the newest METADATA answer (topics, partitions, leaders,
+storage nodes, live gateways). `GatewayConnection` owns one `wire.client.Channel` (a DEALER) to
+one gateway at a time; clients start from their `bootstrap` list, learn the live gateways from
+every METADATA answer, and when their gateway stops answering they move to the next one.
+
+Not thread-safe: the thread that owns a GatewayConnection (a producer's sender thread, a
+consumer's or admin's caller) is the only one to use it. ClusterMetadata may be read from other
+threads: `update` swaps whole dicts, so readers see either the old or the new snapshot.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Iterable, Sequence
+
+from riverbed import errors
+from riverbed._proto.v1 import header_pb2, metadata_pb2
+from riverbed.structs import BrokerInfo, GatewayInfo, PartitionInfo, TopicDescription, TopicPartition
+
+__all__ = ["ClusterMetadata", "GatewayConnection", "DEFAULT_BOOTSTRAP", "default_bootstrap",
+           "normalize_bootstrap"]
+
+log = logging.getLogger(__name__)
+
+ApiKey = header_pb2.ApiKey
+DEFAULT_BOOTSTRAP = "tcp://127.0.0.1:9092"
+
+
+def default_bootstrap() -> list[str]:
+    """RIVERBED_BOOTSTRAP (comma-separated) or the local fleet's gateway."""
+    return normalize_bootstrap(os.environ.get("RIVERBED_BOOTSTRAP") or DEFAULT_BOOTSTRAP)
+
+
+def normalize_bootstrap(bootstrap: str | Iterable[str] | None) -> list[str]:
+    """Accept "host:port", "tcp://host:port", a comma-separated string or a list of them."""
+    if bootstrap is None:
+        return default_bootstrap()
+    if isinstance(bootstrap, str):
+        bootstrap = bootstrap.split(",")
+    out: list[str] = []
+    for item in bootstrap:
+        item = item.strip()
+        if not item:
+            continue
+        if "://" not in item:
+            item = "tcp://" + item
+        if item not in out:
+            out.append(item)
+    if not out:
+        raise errors.ClientError("bootstrap lists no gateway endpoint")
+    return out
+
+
+class ClusterMetadata:
+    """What the newest METADATA answer said. `version` counts updates (for waiters)."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.cluster_id = ""
+        self.controller_id = -1
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.gateways: list[GatewayInfo] = []
+        self._partitions: dict[str, tuple[PartitionInfo, ...]] = {}
+        self._available: dict[str, tuple[int, ...]] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._internal: dict[str, bool] = {}
+        self._topic_errors: dict[str, tuple[int, str]] = {}
+
+    def update(self, resp: metadata_pb2.MetadataResponse, *, full: bool = False) -> None:
+        """Merge an answer. With full=True (a request for all topics) forget topics it omits."""
+        partitions = {} if full else dict(self._partitions)
+        available = {} if full else dict(self._available)
+        configs = {} if full else dict(self._configs)
+        internal = {} if full else dict(self._internal)
+        topic_errors = {} if full else dict(self._topic_errors)
+        for t in resp.topics:
+            if t.error_code != 0 and not t.partitions:
+                topic_errors[t.name] = (t.error_code, t.error_message)
+                partitions.pop(t.name, None)
+                available.pop(t.name, None)
+                continue
+            topic_errors.pop(t.name, None)
+            parts = tuple(sorted(
+                (PartitionInfo(t.name, p.partition, p.leader, tuple(p.replicas), tuple(p.isr),
+                               tuple(p.offline_replicas), p.leader_epoch, p.error_code)
+                 for p in t.partitions), key=lambda p: p.partition))
+            partitions[t.name] = parts
+            available[t.name] = tuple(p.partition for p in parts if p.leader >= 0)
+            configs[t.name] = dict(t.configs)
+            internal[t.name] = t.is_internal
+        self._partitions, self._available = partitions, available
+        self._configs, self._internal, self._topic_errors = configs, internal, topic_errors
+        self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.endpoint, b.rack or None)
+                        for b in resp.brokers}
+        if resp.gateways:
+            self.gateways = [GatewayInfo(g.gateway_id, g.endpoint) for g in resp.gateways]
+        self.controller_id = resp.controller_id
+        if resp.cluster_id:
+            self.cluster_id = resp.cluster_id
+        self.version += 1
+
+    # -- queries ----------------------------------------------------------------------------
+    def topics(self) -> set[str]:
+        return set(self._partitions)
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        parts = self._partitions.get(topic)
+        return None if parts is None else {p.partition for p in parts}
+
+    def num_partitions(self, topic: str) -> int | None:
+        parts = self._partitions.get(topic)
+        return None if parts is None else len(parts)
+
+    def available_partitions_for_topic(self, topic: str) -> tuple[int, ...]:
+        return self._available.get(topic, ())
+
+    def partition_info(self, topic: str) -> tuple[PartitionInfo, ...]:
+        return self._partitions.get(topic, ())
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        """The leader's node id; -1 when unknown or none."""
+        parts = self._partitions.get(tp.topic)
+        if parts is None:
+            return -1
+        for p in parts:
+            if p.partition == tp.partition:
+                return p.leader
+        return -1
+
+    def topic_error(self, topic: str) -> tuple[int, str] | None:
+        return self._topic_errors.get(topic)
+
+    def describe(self, topic: str) -> TopicDescription | None:
+        parts = self._partitions.get(topic)
+        if parts is None:
+            return None
+        return TopicDescription(topic, parts, dict(self._configs.get(topic, {})),
+                                self._internal.get(topic, False))
+
+
+class GatewayConnection:
+    """One Channel to one gateway at a time, with failover over bootstrap + learned gateways."""
+
+    def __init__(self, bootstrap: str | Sequence[str] | None, *, client_id: str = "riverbed",
+                 request_timeout_ms: int = 30000, channel_factory: Callable | None = None):
+        self.bootstrap = normalize_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        if channel_factory is None:
+            from riverbed.wire.client import Channel
+            channel_factory = Channel
+        self._channel_factory = channel_factory
+        self._endpoints = list(self.bootstrap)
+        self._index = 0
+        self._channel = None
+        self.metadata = ClusterMetadata()
+        self.failovers = 0
+
+    @property
+    def endpoint(self) -> str:
+        return self._endpoints[self._index]
+
+    @property
+    def channel(self):
+        if self._channel is None:
+            self._channel = self._channel_factory(self.endpoint, client_id=self.client_id)
+        return self._channel
+
+    @property
+    def endpoints(self) -> list[str]:
+        return list(self._endpoints)
+
+    def learn_gateways(self, gateways: Iterable[GatewayInfo]) -> None:
+        """Known endpoints: the current one, the live gateways, then the bootstrap list."""
+        current = self.endpoint
+        ordered = [current]
+        for e in [g.endpoint for g in gateways] + self.bootstrap:
+            if e and e not in ordered:
+                ordered.append(e)
+        self._endpoints = ordered
+        self._index = 0
+
+    def failover(self, reason: str = "") -> str:
+        """Drop the current channel (its pending requests are lost) and move to the next
+        endpoint. Returns the new endpoint."""
+        old = self.endpoint
+        self.close()
+        self._index = (self._index + 1) % len(self._endpoints)
+        self.failovers += 1
+        if len(self._endpoints) > 1:
+            log.warning("gateway %s lost (%s); moving to %s", old, reason, self.endpoint)
+        return self.endpoint
+
+    def call(self, api: int, body, *, payloads: Sequence = (), timeout_ms: int | None = None):
+        """A request/response call; on no answer, tries each other known gateway once.
+        Raises the envelope error, or RequestTimedOutError when no gateway answered."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        last: Exception | None = None
+        for _ in range(len(self._endpoints)):
+            try:
+                return self.channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms)
+            except errors.RequestTimedOutError as e:
+                last = e
+                self.failover(str(e))
+        assert last is not None
+        raise last
+
+    def fetch_metadata(self, topics: Iterable[str] | None = None, *,
+                       allow_auto_topic_creation: bool = False,
+                       timeout_ms: int | None = None) -> metadata_pb2.MetadataResponse:
+        """METADATA for these topics (None = all); updates `metadata` and the gateway list."""
+        names = sorted(set(topics)) if topics is not None else []
+        req = metadata_pb2.MetadataRequest(topics=names,
+                                           allow_auto_topic_creation=allow_auto_topic_creation)
+        resp = self.call(ApiKey.METADATA, req, timeout_ms=timeout_ms).body
+        self.metadata.update(resp, full=topics is None)
+        if resp.gateways:
+            self.learn_gateways(self.metadata.gateways)
+        return resp
+
+    def close(self) -> None:
+        if self._channel is not None:
+            try:
+                self._channel.close()
+            finally:
+                self._channel = None

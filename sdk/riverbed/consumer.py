@@ -1,0 +1,543 @@
+"""The Consumer: kafka-python's KafkaConsumer API over Riverbed's gateways.
+
+No background thread: `poll()` does the I/O on the caller's thread, but the fetcher keeps the
+next FETCH in flight while the application processes records. Per assigned partition it tracks
+two offsets:
+
+    position      the next offset poll() will return to the application
+    fetch_offset  the next offset to ask the storage node for (after the batches already
+                  fetched and buffered)
+
+When a FETCH answer arrives, its payloads are kept as "completed fetches" (undecoded bytes) and
+the next FETCH for the partitions with at most one buffered completed fetch goes out at once;
+records are decoded batch by batch as poll() hands them out. A fetch returns whole batches, so
+records before `position` (a batch that starts before it, after a seek) are skipped; a trailing
+partial batch (cut at max bytes) is ignored and fetched again. OFFSET_OUT_OF_RANGE applies
+auto_offset_reset (earliest / latest via LIST_OFFSETS, or none: OffsetOutOfRangeError).
+
+Group membership (group_id, subscribe, commits) is a later issue: without a group, topics given
+to the constructor have all their partitions assigned. `_SubscriptionState` is the seam where a
+group coordinator's assignment will plug in.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import time
+from typing import Callable, Iterable, Sequence
+
+from riverbed import errors
+from riverbed._proto.v1 import fetch_pb2, header_pb2, list_offsets_pb2
+from riverbed.cluster import GatewayConnection
+from riverbed.records import HEADER_SIZE, decode_batch, iter_batches, read_header
+from riverbed.structs import ConsumerRecord, TopicPartition
+
+__all__ = ["Consumer", "KafkaConsumer"]
+
+log = logging.getLogger(__name__)
+
+ApiKey = header_pb2.ApiKey
+EARLIEST = -2
+LATEST = -1
+_OFFSET_OUT_OF_RANGE = errors.ErrorCode.Value("OFFSET_OUT_OF_RANGE")
+_REQUEST_TIMED_OUT = errors.ErrorCode.Value("REQUEST_TIMED_OUT")
+# Completed fetches buffered per partition before the fetcher stops asking for more.
+_MAX_BUFFERED_FETCHES = 2
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class _CompletedFetch:
+    """One partition's answer to one FETCH: whole batches, decoded lazily."""
+
+    __slots__ = ("tp", "buf", "batches", "records", "next_fetch_offset", "high_watermark")
+
+    def __init__(self, tp: TopicPartition, buf, batches: list[int], next_fetch_offset: int,
+                 high_watermark: int):
+        self.tp = tp
+        self.buf = buf
+        self.batches = collections.deque(batches)   # positions of whole batches in buf
+        self.records: collections.deque = collections.deque()
+        self.next_fetch_offset = next_fetch_offset
+        self.high_watermark = high_watermark
+
+    def take(self, position: int, max_records: int, convert) -> tuple[list, int]:
+        """Records at offset >= position, at most max_records; returns (records, new position)."""
+        out: list = []
+        while len(out) < max_records:
+            if not self.records:
+                if not self.batches:
+                    break
+                pos = self.batches.popleft()
+                self.records.extend(decode_batch(self.buf, pos))
+                continue
+            r = self.records.popleft()
+            if r.offset < position:
+                continue     # the batch started before the position (after a seek) — trim
+            out.append(convert(self.tp, r))
+            position = r.offset + 1
+        return out, position
+
+    @property
+    def exhausted(self) -> bool:
+        return not self.records and not self.batches
+
+
+class _PartitionState:
+    __slots__ = ("position", "fetch_offset", "reset_to", "buffered", "backoff_until_ms",
+                 "epoch", "high_watermark", "paused")
+
+    def __init__(self) -> None:
+        self.position: int | None = None
+        self.fetch_offset: int | None = None
+        self.reset_to: int | None = None          # EARLIEST / LATEST pending a LIST_OFFSETS
+        self.buffered: collections.deque[_CompletedFetch] = collections.deque()
+        self.backoff_until_ms = 0.0
+        self.epoch = 0                            # bumped by seeks: drops older answers
+        self.high_watermark = -1
+        self.paused = False
+
+
+class _SubscriptionState:
+    """Which partitions this consumer reads and where. A group assignment will replace it."""
+
+    def __init__(self) -> None:
+        self.assignment: dict[TopicPartition, _PartitionState] = {}
+        self.subscribed_topics: tuple[str, ...] = ()
+
+    def assign(self, tps: Iterable[TopicPartition]) -> None:
+        new = {}
+        for tp in tps:
+            tp = TopicPartition(*tp)
+            new[tp] = self.assignment.get(tp) or _PartitionState()
+        self.assignment = new
+
+
+class Consumer:
+    """Reads records from Riverbed topics (kafka-python's KafkaConsumer API).
+
+        with Consumer("orders", bootstrap=["tcp://127.0.0.1:9092"],
+                      auto_offset_reset="earliest", consumer_timeout_ms=1000) as c:
+            for rec in c:
+                print(rec.partition, rec.offset, rec.key, rec.value)
+
+    Not thread-safe (like kafka-python's): use it from one thread."""
+
+    def __init__(self, *topics: str, bootstrap: str | Sequence[str] | None = None,
+                 client_id: str | None = None, group_id: str | None = None,
+                 fetch_min_bytes: int = 1, fetch_max_wait_ms: int = 500,
+                 max_partition_fetch_bytes: int = 1048576, fetch_max_bytes: int = 52428800,
+                 auto_offset_reset: str = "latest", consumer_timeout_ms: float = float("inf"),
+                 max_poll_records: int = 500, request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 100, key_deserializer: Callable | None = None,
+                 value_deserializer: Callable | None = None,
+                 bootstrap_servers: str | Sequence[str] | None = None,
+                 _channel_factory: Callable | None = None):
+        if bootstrap is None:
+            bootstrap = bootstrap_servers
+        if auto_offset_reset not in ("earliest", "latest", "none", "smallest", "largest"):
+            raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: expected earliest, latest or none")
+        if group_id is not None:
+            raise NotImplementedError("consumer groups come with the group coordinator; "
+                                      "use assign() or topics without group_id for now")
+        self.client_id = client_id or f"riverbed-consumer-{os.getpid()}-{id(self):x}"
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self._reset = {"smallest": "earliest", "largest": "latest"}.get(auto_offset_reset,
+                                                                          auto_offset_reset)
+        self.consumer_timeout_ms = consumer_timeout_ms
+        self.max_poll_records = max_poll_records
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._conn = GatewayConnection(bootstrap, client_id=self.client_id,
+                                       request_timeout_ms=request_timeout_ms,
+                                       channel_factory=_channel_factory)
+        self._subs = _SubscriptionState()
+        self._fetch_in_flight: dict[int, dict[TopicPartition, int]] = {}  # corr -> tp -> epoch
+        self._pending_error: BaseException | None = None
+        self._closed = False
+        self._iterator_records: collections.deque = collections.deque()
+        if topics:
+            self._subs.subscribed_topics = tuple(topics)
+            self._assign_all_partitions(topics)
+
+    # -- assignment ---------------------------------------------------------------------------
+    def _assign_all_partitions(self, topics: Sequence[str]) -> None:
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        while True:
+            self._conn.fetch_metadata(topics, allow_auto_topic_creation=False)
+            meta = self._conn.metadata
+            missing = [t for t in topics if meta.num_partitions(t) is None]
+            if not missing:
+                break
+            if time.monotonic() > deadline:
+                err = meta.topic_error(missing[0])
+                if err is not None:
+                    raise errors.for_code(err[0], err[1], topic=missing[0])
+                raise errors.UnknownTopicOrPartitionError("not in metadata", topic=missing[0])
+            time.sleep(self.retry_backoff_ms / 1000.0)
+        self._subs.assign(TopicPartition(t, p) for t in topics
+                          for p in sorted(meta.partitions_for_topic(t) or ()))
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions (replaces the previous assignment)."""
+        self._subs.subscribed_topics = ()
+        self._subs.assign(partitions)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._subs.assignment)
+
+    def subscription(self) -> set[str]:
+        return set(self._subs.subscribed_topics)
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        meta = self._conn.metadata
+        if meta.num_partitions(topic) is None:
+            self._conn.fetch_metadata([topic])
+        return meta.partitions_for_topic(topic)
+
+    def topics(self) -> set[str]:
+        self._conn.fetch_metadata(None)
+        return self._conn.metadata.topics()
+
+    def _state(self, tp) -> _PartitionState:
+        st = self._subs.assignment.get(TopicPartition(*tp))
+        if st is None:
+            raise errors.ClientError(f"partition {tp} is not assigned to this consumer")
+        return st
+
+    # -- positions ----------------------------------------------------------------------------
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise ValueError("offset must be >= 0")
+        self._set_position(self._state(partition), offset)
+
+    def _set_position(self, st: _PartitionState, offset: int | None, reset_to: int | None = None):
+        st.position = offset
+        st.fetch_offset = offset
+        st.reset_to = reset_to
+        st.buffered.clear()
+        st.epoch += 1
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        for tp in partitions or tuple(self._subs.assignment):
+            self._set_position(self._state(tp), None, EARLIEST)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        for tp in partitions or tuple(self._subs.assignment):
+            self._set_position(self._state(tp), None, LATEST)
+
+    def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record poll() will return for this partition."""
+        st = self._state(partition)
+        if st.position is None:
+            self._update_positions([TopicPartition(*partition)])
+        assert st.position is not None
+        return st.position
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        hw = self._state(partition).high_watermark
+        return hw if hw >= 0 else None
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions})
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list_offsets({TopicPartition(*tp): LATEST for tp in partitions})
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._state(tp).paused = True
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, st in self._subs.assignment.items() if st.paused}
+
+    def _update_positions(self, tps: Sequence[TopicPartition]) -> None:
+        want: dict[TopicPartition, int] = {}
+        for tp in tps:
+            st = self._subs.assignment[tp]
+            if st.position is not None:
+                continue
+            if st.reset_to is not None:
+                want[tp] = st.reset_to
+            elif self._reset == "none":
+                raise errors.OffsetOutOfRangeError(
+                    "no position and auto_offset_reset='none'", topic=tp.topic, partition=tp.partition)
+            else:
+                want[tp] = EARLIEST if self._reset == "earliest" else LATEST
+        if not want:
+            return
+        found = self._list_offsets(want)
+        for tp, offset in found.items():
+            st = self._subs.assignment[tp]
+            self._set_position(st, offset)
+
+    def _list_offsets(self, want: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff)."""
+        out: dict[TopicPartition, int] = {}
+        deadline = _now_ms() + self.request_timeout_ms
+        todo = dict(want)
+        while todo:
+            req = list_offsets_pb2.ListOffsetsRequest(replica_id=-1)
+            by_topic: dict[str, list] = {}
+            for tp, ts in todo.items():
+                by_topic.setdefault(tp.topic, []).append((tp.partition, ts))
+            for topic, parts in by_topic.items():
+                t = req.topics.add(name=topic)
+                for p, ts in parts:
+                    t.partitions.add(partition=p, timestamp=ts, current_leader_epoch=-1)
+            resp = self._conn.call(ApiKey.LIST_OFFSETS, req, timeout_ms=self.request_timeout_ms)
+            retry: list[errors.KafkaError] = []
+            for t in resp.body.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition)
+                    if tp not in todo:
+                        continue
+                    if p.error_code == 0:
+                        out[tp] = p.offset
+                        del todo[tp]
+                        continue
+                    err = errors.for_code(p.error_code, p.error_message, topic=tp.topic,
+                                          partition=tp.partition)
+                    if not err.retriable:
+                        raise err
+                    retry.append(err)
+            if todo:
+                if _now_ms() > deadline:
+                    raise retry[0] if retry else errors.KafkaTimeoutError(
+                        f"LIST_OFFSETS gave no answer for {sorted(todo)}")
+                if any(e.refresh_metadata for e in retry):
+                    self._conn.fetch_metadata({tp.topic for tp in todo})
+                time.sleep(self.retry_backoff_ms / 1000.0)
+        return out
+
+    # -- fetching -----------------------------------------------------------------------------
+    def _fetchable(self, now: float) -> list[TopicPartition]:
+        in_flight = set()
+        for parts in self._fetch_in_flight.values():
+            in_flight.update(parts)
+        return [tp for tp, st in self._subs.assignment.items()
+                if st.fetch_offset is not None and not st.paused and tp not in in_flight
+                and len(st.buffered) < _MAX_BUFFERED_FETCHES and st.backoff_until_ms <= now]
+
+    def _send_fetches(self) -> None:
+        if self._fetch_in_flight:
+            return        # one FETCH in flight at a time (it covers every fetchable partition)
+        tps = self._fetchable(_now_ms())
+        if not tps:
+            return
+        req = fetch_pb2.FetchRequest(replica_id=-1, max_wait_ms=self.fetch_max_wait_ms,
+                                     min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes)
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        epochs: dict[TopicPartition, int] = {}
+        for topic, parts in by_topic.items():
+            t = req.topics.add(name=topic)
+            for tp in parts:
+                st = self._subs.assignment[tp]
+                t.partitions.add(partition=tp.partition, fetch_offset=st.fetch_offset,
+                                 partition_max_bytes=self.max_partition_fetch_bytes,
+                                 current_leader_epoch=-1, log_start_offset=-1,
+                                 last_fetched_epoch=-1)
+                epochs[tp] = st.epoch
+        corr = self._conn.channel.send(ApiKey.FETCH, req, timeout_ms=self.request_timeout_ms
+                                       + self.fetch_max_wait_ms)
+        self._fetch_in_flight[corr] = epochs
+
+    def _handle_fetch_response(self, resp) -> None:
+        epochs = self._fetch_in_flight.pop(resp.correlation_id, None)
+        if epochs is None:
+            return
+        now = _now_ms()
+        if not resp.ok:
+            if resp.error_code == _REQUEST_TIMED_OUT:
+                self._conn.failover(resp.error_message)
+                self._fetch_in_flight.clear()
+            err = errors.for_code(resp.error_code, resp.error_message)
+            if not err.retriable:
+                self._pending_error = err
+            for tp in epochs:
+                st = self._subs.assignment.get(tp)
+                if st is not None:
+                    st.backoff_until_ms = now + self.retry_backoff_ms
+            return
+        payloads = resp.payloads
+        i = 0
+        refresh = False
+        for t in resp.body.topics:
+            for p in t.partitions:
+                payload = payloads[i] if i < len(payloads) else b""
+                i += 1
+                tp = TopicPartition(t.name, p.partition)
+                st = self._subs.assignment.get(tp)
+                if st is None or epochs.get(tp) != st.epoch:
+                    continue        # unassigned or seeked since: drop
+                if p.error_code != 0:
+                    refresh |= self._partition_error(tp, st, p, now)
+                    continue
+                st.high_watermark = p.high_watermark
+                self._add_completed_fetch(tp, st, payload)
+        if refresh:
+            try:
+                self._conn.fetch_metadata({tp.topic for tp in self._subs.assignment})
+            except errors.RiverbedError as e:
+                log.debug("metadata refresh failed: %s", e)
+
+    def _add_completed_fetch(self, tp: TopicPartition, st: _PartitionState, payload) -> None:
+        buf = getattr(payload, "buffer", payload)
+        positions = []
+        next_offset = st.fetch_offset
+        for pos, header in iter_batches(buf):
+            positions.append(pos)
+            next_offset = header.next_offset
+        if not positions:
+            if len(buf) >= HEADER_SIZE:
+                size = read_header(buf).size
+                if size > self.max_partition_fetch_bytes:
+                    self._pending_error = errors.RecordTooLargeError(
+                        f"a batch of {size} bytes at offset {st.fetch_offset} is larger than "
+                        f"max_partition_fetch_bytes={self.max_partition_fetch_bytes}",
+                        topic=tp.topic, partition=tp.partition)
+            return
+        st.fetch_offset = next_offset
+        st.buffered.append(_CompletedFetch(tp, buf, positions, next_offset, st.high_watermark))
+
+    def _partition_error(self, tp: TopicPartition, st: _PartitionState, p, now: float) -> bool:
+        if p.error_code == _OFFSET_OUT_OF_RANGE:
+            if self._reset == "none":
+                self._pending_error = errors.OffsetOutOfRangeError(
+                    f"fetch offset {st.fetch_offset} is out of range (auto_offset_reset='none')",
+                    topic=tp.topic, partition=tp.partition)
+                st.paused = True
+            else:
+                log.info("%s-%d: offset %s out of range, resetting to %s", tp.topic, tp.partition,
+                         st.fetch_offset, self._reset)
+                self._set_position(st, None, EARLIEST if self._reset == "earliest" else LATEST)
+            return False
+        err = errors.for_code(p.error_code, p.error_message, topic=tp.topic, partition=tp.partition)
+        if not err.retriable:
+            self._pending_error = err
+            return False
+        st.backoff_until_ms = now + self.retry_backoff_ms
+        return err.refresh_metadata
+
+    def _drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        left = max_records
+        convert = self._convert
+        for tp, st in self._subs.assignment.items():
+            if left <= 0:
+                break
+            while st.buffered and left > 0 and not st.paused:
+                cf = st.buffered[0]
+                recs, st.position = cf.take(st.position, left, convert)
+                if recs:
+                    out.setdefault(tp, []).extend(recs)
+                    left -= len(recs)
+                if cf.exhausted:
+                    st.buffered.popleft()
+                    if st.position < cf.next_fetch_offset:
+                        st.position = cf.next_fetch_offset  # compacted gap / control records
+        return out
+
+    def _convert(self, tp: TopicPartition, r) -> ConsumerRecord:
+        key, value = r.key, r.value
+        if self._key_deserializer is not None and key is not None:
+            key = self._key_deserializer(key)
+        if self._value_deserializer is not None and value is not None:
+            value = self._value_deserializer(value)
+        return ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, key, value,
+                              r.headers)
+
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None,
+             update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records from the assigned partitions: {TopicPartition: [ConsumerRecord, ...]}, at most
+        max_records (default max_poll_records) in all; {} if none arrived within timeout_ms."""
+        if self._closed:
+            raise errors.ClientError("consumer is closed")
+        max_records = max_records or self.max_poll_records
+        deadline = _now_ms() + max(timeout_ms, 0)
+        chan_recv = None
+        while True:
+            if self._pending_error is not None:
+                err, self._pending_error = self._pending_error, None
+                raise err
+            missing = [tp for tp, st in self._subs.assignment.items() if st.position is None]
+            if missing:
+                self._update_positions(missing)
+            records = self._drain(max_records)
+            self._send_fetches()         # pipelined: the next FETCH travels while we return
+            if records:
+                return records
+            now = _now_ms()
+            if now >= deadline and chan_recv is not None:
+                return {}
+            chan_recv = self._conn.channel
+            wait = max(deadline - now, 0)
+            if not self._fetch_in_flight:
+                # nothing to wait for but backoffs
+                backoffs = [st.backoff_until_ms for st in self._subs.assignment.values()
+                            if st.backoff_until_ms > now]
+                wait = min(wait, max(min(backoffs) - now, 0)) if backoffs else wait
+                if not self._subs.assignment or not backoffs:
+                    if wait > 0:
+                        time.sleep(wait / 1000.0)
+                    if _now_ms() >= deadline:
+                        return {}
+                    continue
+                time.sleep(wait / 1000.0)
+                continue
+            resp = chan_recv.recv(int(wait))
+            if resp is not None:
+                if resp.api == ApiKey.FETCH or resp.correlation_id in self._fetch_in_flight:
+                    self._handle_fetch_response(resp)
+                # drain whatever else already arrived
+                while True:
+                    more = chan_recv.recv(0)
+                    if more is None:
+                        break
+                    self._handle_fetch_response(more)
+
+    # -- iteration ----------------------------------------------------------------------------
+    def __iter__(self) -> "Consumer":
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        if self._iterator_records:
+            return self._iterator_records.popleft()
+        deadline = _now_ms() + self.consumer_timeout_ms
+        while True:
+            left = deadline - _now_ms()
+            if left <= 0:
+                raise StopIteration
+            batch = self.poll(timeout_ms=min(left, 1000))
+            for recs in batch.values():
+                self._iterator_records.extend(recs)
+            if self._iterator_records:
+                return self._iterator_records.popleft()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._conn.close()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+KafkaConsumer = Consumer

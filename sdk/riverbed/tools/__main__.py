@@ -1,0 +1,5 @@
+import sys
+
+from riverbed.tools import main
+
+sys.exit(main())

@@ -1,0 +1,313 @@
+import threading
+import time
+
+import pytest
+from sdk_fakes import FakeGateway
+
+from riverbed import errors
+from riverbed._proto.v1 import header_pb2, metadata_pb2, produce_pb2
+from riverbed.cluster import GatewayConnection
+from riverbed.producer import RecordAccumulator, Sender
+from riverbed.records import decode_batches
+from riverbed.structs import TopicPartition
+
+ApiKey = header_pb2.ApiKey
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+LEADER = lambda tp: 1  # noqa: E731
+
+
+def acc(**kw):
+    kw.setdefault("batch_size", 200)
+    kw.setdefault("buffer_memory", 100_000)
+    return RecordAccumulator(**kw)
+
+
+def test_records_fill_a_batch_then_open_a_new_one():
+    a = acc(linger_ms=1000)
+    futs = [a.append(TP0, 1, None, b"x" * 30, (), now_ms=0) for _ in range(12)]
+    indexes = [f._index for f in futs]
+    assert indexes[0] == 0 and 0 in indexes[1:]            # a second batch started over at 0
+    assert futs[0]._batch is not futs[-1]._batch
+    check = a.ready(LEADER, now_ms=1)
+    assert check.ready == [TP0]                              # full: more than one batch queued
+
+
+def test_linger_and_ready_delay():
+    a = acc(linger_ms=50)
+    a.append(TP0, 1, None, b"v", (), now_ms=0)
+    check = a.ready(LEADER, now_ms=10)
+    assert check.ready == [] and check.next_ready_check_delay_ms == 40
+    assert a.ready(LEADER, now_ms=50).ready == [TP0]
+
+
+def test_unknown_leader_reported_not_ready():
+    a = acc()
+    a.append(TP0, 1, None, b"v", (), now_ms=0)
+    check = a.ready(lambda tp: -1, now_ms=0)
+    assert check.ready == [] and check.unknown_leader_topics == {"t"}
+
+
+def test_drain_respects_max_request_size_and_takes_first_batch_always():
+    a = acc(batch_size=100)
+    for _ in range(20):
+        a.append(TP0, 1, None, b"y" * 40, (), now_ms=0)
+    ready = a.ready(LEADER, 0).ready
+    got = a.drain(ready, max_request_size=150, now_ms=0)
+    assert len(got) == 1
+    got2 = a.drain(ready, max_request_size=10_000, now_ms=0)
+    assert len(got2) > 1
+    records = decode_batches(b"".join(b.payload for b in got + got2))
+    assert [r.value for r in records] == [b"y" * 40] * sum(b.record_count for b in got + got2)
+
+
+def test_guarantee_order_mutes_partition_while_in_flight():
+    a = acc(guarantee_order=True)
+    a.append(TP0, 1, None, b"a", (), now_ms=0)
+    (b,) = a.drain(a.ready(LEADER, 0).ready, 10_000, 0)
+    a.append(TP0, 1, None, b"b", (), now_ms=0)
+    assert a.ready(LEADER, 1).ready == []
+    a.unmute(TP0)
+    assert a.ready(LEADER, 1).ready == [TP0]
+
+
+def test_reenqueue_goes_to_head_with_backoff():
+    a = acc(retry_backoff_ms=100)
+    a.append(TP0, 1, None, b"a", (), now_ms=0)
+    (b,) = a.drain([TP0], 10_000, 0)
+    a.append(TP0, 1, None, b"b", (), now_ms=0)
+    a.reenqueue(b, now_ms=10)
+    assert a.ready(LEADER, 50).ready == []                  # backing off
+    assert a.ready(LEADER, 111).ready == [TP0]
+    first = a.drain([TP0], 10_000, 111)
+    assert first == [b]                                       # retried batch first, alone
+
+
+def test_buffer_exhausted_after_max_block():
+    a = acc(batch_size=100, buffer_memory=250)
+    a.append(TP0, 1, None, b"a", (), now_ms=0)
+    a.append(TP1, 1, None, b"a", (), now_ms=0)
+    with pytest.raises(errors.BufferExhaustedError):
+        a.append(TopicPartition("t", 2), 1, None, b"a", (), now_ms=0, max_block_ms=10)
+
+
+def test_buffer_freed_by_deallocate_unblocks_append():
+    a = acc(batch_size=100, buffer_memory=150)
+    f = a.append(TP0, 1, None, b"a", (), now_ms=0)
+    (b,) = a.drain([TP0], 10_000, 0)
+    threading.Timer(0.05, lambda: a.deallocate(b)).start()
+    assert a.append(TP1, 1, None, b"a", (), now_ms=0, max_block_ms=5000) is not None
+    assert a.memory_used == 100
+    assert f._batch is b.result
+
+
+def test_append_values_one_future_per_batch():
+    a = acc(batch_size=300)
+    values = [b"%03d" % i for i in range(200)]
+    futs = a.append_values(TP0, 5, values, now_ms=0)
+    assert len(futs) > 1
+    batches = a.drain([TP0], 1 << 20, 0)
+    assert sum(b.record_count for b in batches) == 200
+    assert [f._index for f in futs] == [b.record_count - 1 for b in batches]
+    assert [r.value for r in decode_batches(b"".join(b.payload for b in batches))] == values
+
+
+# -- sender against a fake gateway --------------------------------------------------------------
+
+def metadata_handler(partitions=2):
+    def h(body, payloads):
+        resp = metadata_pb2.MetadataResponse(controller_id=1, cluster_id="c")
+        for name in body.topics or ["t"]:
+            t = resp.topics.add(name=name)
+            for p in range(partitions):
+                t.partitions.add(partition=p, leader=1, replicas=[1], isr=[1])
+        resp.gateways.add(gateway_id=1, endpoint="tcp://127.0.0.1:9092")
+        return resp, []
+    return h
+
+
+class ProduceLog:
+    """Appends every partition's frame to an in-memory log; errors scripted per call."""
+
+    def __init__(self, script=()):
+        self.logs: dict[tuple[str, int], list] = {}
+        self.script = list(script)   # each: dict (topic, partition) -> error code
+
+    def __call__(self, body, payloads):
+        errors_now = self.script.pop(0) if self.script else {}
+        resp = produce_pb2.ProduceResponse()
+        i = 0
+        for t in body.topics:
+            rt = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                frame = payloads[i]
+                i += 1
+                code = errors_now.get((t.name, p.partition), 0)
+                if code:
+                    rt.partitions.add(partition=p.partition, error_code=code, base_offset=-1,
+                                      error_message="scripted")
+                    continue
+                log = self.logs.setdefault((t.name, p.partition), [])
+                recs = decode_batches(frame)
+                rt.partitions.add(partition=p.partition, base_offset=len(log),
+                                  log_append_time_ms=-1)
+                log.extend(r.value for r in recs)
+        return resp, []
+
+
+def make_sender(gw, *, retries=3, max_in_flight=5, linger_ms=0, acks=1):
+    conn = GatewayConnection(["tcp://127.0.0.1:1"], channel_factory=gw.factory)
+    conn.fetch_metadata(["t"])
+    a = RecordAccumulator(batch_size=100, buffer_memory=100_000, linger_ms=linger_ms,
+                          retry_backoff_ms=0, guarantee_order=max_in_flight == 1)
+    s = Sender(conn, a, acks=acks, retries=retries, max_in_flight=max_in_flight,
+               max_request_size=1 << 20, request_timeout_ms=30000, retry_backoff_ms=0,
+               metadata_max_age_ms=300000, metadata_changed=threading.Condition())
+    return conn, a, s
+
+
+def step(s, now=0.0):
+    """One sender step without the socket poll: ready, drain, send, handle answers.
+    The sender stamps retries with the monotonic clock, so `now` is an offset from it."""
+    now = time.monotonic() * 1000.0 + now
+    check = s.acc.ready(s.conn.metadata.leader_for, now)
+    if check.ready and len(s.in_flight) < s.max_in_flight:
+        batches = s.acc.drain(check.ready, s.max_request_size, now)
+        if batches:
+            s._send_produce(batches, now)
+    while (resp := s.conn.channel.recv(0)) is not None:
+        s._handle_response(resp)
+
+
+def test_one_request_carries_several_partitions_and_offsets_resolve():
+    log = ProduceLog()
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: log})
+    conn, a, s = make_sender(gw)
+    futs = [a.append(TopicPartition("t", i % 2), 1, None, b"v%d" % i, (), now_ms=0)
+            for i in range(40)]
+    step(s)
+    produce_reqs = [r for r in gw.requests if r[0] == ApiKey.PRODUCE]
+    assert len(produce_reqs) == 1
+    _, body, payloads = produce_reqs[0]
+    assert sorted(p.partition for p in body.topics[0].partitions) == [0, 1]
+    assert len(payloads) == 2                                  # one frame per partition
+    for i, f in enumerate(futs):
+        md = f.result(timeout=0)
+        assert md.partition == i % 2
+        assert log.logs[("t", md.partition)][md.offset] == b"v%d" % i
+
+
+def test_retriable_error_retries_then_succeeds():
+    log = ProduceLog(script=[{("t", 0): 6}])    # NOT_LEADER_FOR_PARTITION once
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: log})
+    conn, a, s = make_sender(gw)
+    f = a.append(TP0, 1, None, b"a", (), now_ms=0)
+    step(s)
+    assert not f.done() and s._metadata_wanted               # refresh asked for
+    step(s, now=1)
+    assert f.result(timeout=0).offset == 0
+    assert log.logs[("t", 0)] == [b"a"]
+
+
+def test_non_retriable_error_fails_with_topic_partition():
+    log = ProduceLog(script=[{("t", 1): 10}])   # MESSAGE_TOO_LARGE
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: log})
+    conn, a, s = make_sender(gw)
+    f = a.append(TP1, 1, None, b"a", (), now_ms=0)
+    step(s)
+    with pytest.raises(errors.MessageTooLargeError, match=r"t-1"):
+        f.result(timeout=0)
+    assert a.memory_used == 0
+
+
+def test_retries_exhausted_fail_the_batch():
+    log = ProduceLog(script=[{("t", 0): 7}] * 10)   # REQUEST_TIMED_OUT every time
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: log})
+    conn, a, s = make_sender(gw, retries=2)
+    f = a.append(TP0, 1, None, b"a", (), now_ms=0)
+    for i in range(5):
+        step(s, now=i)
+    assert len([r for r in gw.requests if r[0] == ApiKey.PRODUCE]) == 3
+    with pytest.raises(errors.RequestTimedOutError, match=r"t-0"):
+        f.result(timeout=0)
+
+
+def test_several_batches_of_one_partition_get_consecutive_offsets():
+    log = ProduceLog()
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: log})
+    conn, a, s = make_sender(gw)
+    futs = [a.append(TP0, 1, None, b"%02d" % i, (), now_ms=0) for i in range(50)]
+    assert len({id(f._batch) for f in futs}) > 1
+    step(s)
+    assert [f.result(timeout=0).offset for f in futs] == list(range(50))
+    assert log.logs[("t", 0)] == [b"%02d" % i for i in range(50)]
+
+
+def test_max_in_flight_limits_pipelining():
+    log = ProduceLog()
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: log})
+    conn, a, s = make_sender(gw, max_in_flight=2)
+    conn.channel.hold = True
+    for i in range(5):
+        a.append(TP0, 1, None, b"x", (), now_ms=0)
+        step(s)
+    assert len(s.in_flight) == 2
+    conn.channel.release()
+    step(s)
+    assert len(s.in_flight) <= 1
+
+
+def test_acks0_completes_without_answer():
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: lambda b, p: None})
+    conn, a, s = make_sender(gw, acks=0)
+    f = a.append(TP0, 1, None, b"a", (), now_ms=0)
+    step(s)
+    assert f.result(timeout=0).offset == -1
+    assert s.in_flight == {}
+
+
+def test_gateway_timeout_fails_over_and_retries():
+    log = ProduceLog()
+    answers = {"n": 0}
+
+    def flaky(body, payloads):
+        answers["n"] += 1
+        return None if answers["n"] == 1 else log(body, payloads)   # first: no answer
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: flaky})
+    conn, a, s = make_sender(gw)
+    conn.learn_gateways([])  # endpoints: current + bootstrap
+    f = a.append(TP0, 1, None, b"a", (), now_ms=0)
+    step(s)
+    assert conn.failovers == 1
+    step(s, now=1)
+    assert f.result(timeout=0).offset == 0
+
+
+def test_producer_end_to_end_with_fake_channel(monkeypatch):
+    """The real sender thread, over a fake channel (poll on the wake pipe only)."""
+    import zmq
+
+    from riverbed.producer import Producer
+    log = ProduceLog()
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(3), ApiKey.PRODUCE: log})
+
+    class Sock:  # a pollable stand-in for the DEALER: an inproc PAIR that never fires
+        ctx = zmq.Context.instance()
+    pair = Sock.ctx.socket(zmq.PAIR)
+    pair.bind("inproc://fake-dealer-%d" % id(pair))
+    from sdk_fakes import FakeChannel
+    monkeypatch.setattr(FakeChannel, "socket", pair, raising=False)
+    try:
+        with Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory, batch_size=200) as p:
+            futs = [p.send("t", b"v%d" % i, key=b"k%d" % (i % 7)) for i in range(300)]
+            bulk = p.send_many("t", [b"bulk%d" % i for i in range(500)])
+            p.flush(timeout=10)
+            mds = [f.result(timeout=5) for f in futs]
+            assert all(b.result(timeout=5).offset >= 0 for b in bulk)
+        from riverbed.partitioner import partition_for_key
+        for i, md in enumerate(mds):
+            assert md.partition == partition_for_key(b"k%d" % (i % 7), 3)
+            assert log.logs[("t", md.partition)][md.offset] == b"v%d" % i
+        assert sum(len(v) for v in log.logs.values()) == 800
+    finally:
+        pair.close(0)
