@@ -1,0 +1,201 @@
+"""ZooKeeper sessions through kazoo: connecting with a chroot, and connection-state listening.
+
+`zookeeper.connect` is Kafka's connect string, optionally with a chroot suffix:
+`127.0.0.1:2181,127.0.0.1:2182/riverbed`. As Kafka does (`KafkaZkClient.createChrootIfNecessary`),
+`connect()` first creates the chroot path with a chroot-less client if it is missing, then returns
+a started client rooted at the chroot.
+
+Connection states (kazoo `protocol/states.py`, `recipe/lock.py`):
+- SUSPENDED: the connection dropped; the session may still be alive. Stop acting as leader
+  (stop writing as controller) until CONNECTED.
+- CONNECTED after SUSPENDED with the same session id: resumed; ephemerals and watches are intact.
+- CONNECTED with a new session id (after LOST): ephemerals are gone; re-register them.
+- LOST: the session expired (or the client was stopped); ephemerals and locks are gone.
+
+kazoo calls listeners on its connection thread, where they must not block nor call ZooKeeper.
+`SessionWatcher` only enqueues there and runs your callbacks on its own thread, in order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ZkConnectError", "split_chroot", "connect", "close", "SessionState", "SessionChange",
+           "SessionWatcher"]
+
+
+class ZkConnectError(ConnectionError):
+    """ZooKeeper did not answer within the timeout, or the connect string is malformed."""
+
+
+def split_chroot(connect_string: str) -> tuple[str, str | None]:
+    """'h1:1,h2:2/riverbed/x' -> ('h1:1,h2:2', '/riverbed/x'); no chroot -> (hosts, None)."""
+    s = connect_string.strip()
+    if not s:
+        raise ZkConnectError("empty zookeeper.connect")
+    slash = s.find("/")
+    if slash < 0:
+        return s, None
+    hosts, chroot = s[:slash], s[slash:].rstrip("/")
+    if not hosts:
+        raise ZkConnectError(f"zookeeper.connect {connect_string!r} names no host")
+    return hosts, (chroot or None)
+
+
+def _start(client: KazooClient, timeout_s: float, connect_string: str) -> None:
+    try:
+        client.start(timeout=timeout_s)
+    except (KazooTimeoutError, OSError) as e:
+        close(client)
+        raise ZkConnectError(f"could not connect to ZooKeeper at {connect_string} "
+                             f"within {timeout_s:g} s: {e}") from None
+
+
+def connect(connect_string: str, *, timeout_s: float = 15.0, session_timeout_ms: int = 6000,
+            create_chroot: bool = True, read_only: bool = False,
+            logger: logging.Logger | None = None) -> KazooClient:
+    """A started KazooClient for `connect_string` (chroot suffix allowed).
+
+    `timeout_s` bounds connecting (each of the two connects); `session_timeout_ms` is Kafka's
+    `zookeeper.session.timeout.ms`. With `create_chroot` the chroot path is created first if
+    missing. Raises ZkConnectError; the caller owns the client: `close(client)` when done.
+    """
+    hosts, chroot = split_chroot(connect_string)
+    kw = dict(timeout=session_timeout_ms / 1000.0, read_only=read_only,
+              logger=logger or logging.getLogger("kazoo.client"))
+    if chroot and create_chroot:
+        root = KazooClient(hosts=hosts, **kw)
+        _start(root, timeout_s, hosts)
+        try:
+            root.ensure_path(chroot)
+        finally:
+            close(root)
+    client = KazooClient(hosts=hosts + (chroot or ""), **kw)
+    _start(client, timeout_s, connect_string)
+    return client
+
+
+def close(client: KazooClient) -> None:
+    """Stop and close a client, never raising (for finally blocks)."""
+    try:
+        client.stop()
+    except Exception:  # noqa: BLE001 - best effort on shutdown
+        log.debug("kazoo stop failed", exc_info=True)
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001
+        log.debug("kazoo close failed", exc_info=True)
+
+
+class SessionState(enum.Enum):
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    LOST = "lost"
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionChange:
+    """One connection-state change. `new_session` is True on CONNECTED when the session id
+    differs from the last one seen (the first connection, or a reconnect after LOST): ephemeral
+    nodes must be created again. `resumed` is True on CONNECTED after SUSPENDED, same session."""
+    state: SessionState
+    session_id: int | None
+    new_session: bool = False
+    resumed: bool = False
+
+
+Callback = Callable[[SessionChange], None]
+
+
+class SessionWatcher:
+    """Turns kazoo's connection states into callbacks run on a dedicated thread.
+
+        watcher = SessionWatcher(client, on_suspended=..., on_lost=..., on_connected=...,
+                                 on_change=...)   # any subset; each gets a SessionChange
+        watcher.start()          # reports the current state first if the client is connected
+        ...
+        watcher.stop()
+
+    Callbacks run in the order the states happened. To feed an asyncio core, pass e.g.
+    `on_change=lambda ch: loop.call_soon_threadsafe(inbox.put_nowait, ch)`.
+    """
+
+    def __init__(self, client: KazooClient, *, on_connected: Callback | None = None,
+                 on_suspended: Callback | None = None, on_lost: Callback | None = None,
+                 on_change: Callback | None = None, name: str = "zk-session"):
+        self._client = client
+        self._callbacks = {SessionState.CONNECTED: on_connected,
+                           SessionState.SUSPENDED: on_suspended, SessionState.LOST: on_lost}
+        self._on_change = on_change
+        self._queue: queue.SimpleQueue[SessionChange | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._last_session_id: int | None = None
+        self._last_state: SessionState | None = None
+        self._started = False
+
+    def _session_id(self) -> int | None:
+        cid = self._client.client_id  # attribute read; never blocks
+        return cid[0] if cid else None
+
+    # Runs on kazoo's connection thread: classify and enqueue, nothing else.
+    def _listener(self, state: str) -> None:
+        try:
+            st = {KazooState.CONNECTED: SessionState.CONNECTED,
+                  KazooState.SUSPENDED: SessionState.SUSPENDED,
+                  KazooState.LOST: SessionState.LOST}[state]
+        except KeyError:
+            return
+        self._enqueue(st)
+
+    def _enqueue(self, st: SessionState) -> None:
+        sid = self._session_id() if st is SessionState.CONNECTED else self._last_session_id
+        change = SessionChange(
+            state=st, session_id=sid,
+            new_session=st is SessionState.CONNECTED and sid != self._last_session_id,
+            resumed=(st is SessionState.CONNECTED and self._last_state is SessionState.SUSPENDED
+                     and sid == self._last_session_id))
+        if st is SessionState.CONNECTED:
+            self._last_session_id = sid
+        self._last_state = st
+        self._queue.put(change)
+
+    def start(self) -> "SessionWatcher":
+        if self._started:
+            return self
+        self._started = True
+        self._thread.start()
+        self._client.add_listener(self._listener)
+        if self._client.connected:
+            self._enqueue(SessionState.CONNECTED)
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        if not self._started:
+            return
+        self._client.remove_listener(self._listener)
+        self._queue.put(None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            change = self._queue.get()
+            if change is None:
+                return
+            for cb in (self._callbacks.get(change.state), self._on_change):
+                if cb is None:
+                    continue
+                try:
+                    cb(change)
+                except Exception:  # noqa: BLE001 - a bad callback must not kill the watcher
+                    log.exception("session callback failed for %s", change)

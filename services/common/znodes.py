@@ -1,0 +1,480 @@
+"""Every znode Riverbed uses: its path, whether it is ephemeral, and its payload codec.
+
+After Kafka's `ZkData.scala`: one place names each node and owns its bytes. All paths are
+relative to the chroot in `zookeeper.connect` (`127.0.0.1:2181/riverbed`). Payloads are JSON
+objects carrying a `version` (Kafka's layouts, so Kafka's tools could read most of them);
+`/controller_epoch` is a decimal integer as text, as in Kafka.
+
+Encoders take typed values and return bytes. Decoders accept extra fields (a newer writer may
+add some) and raise `ZnodeDataError` on anything else they cannot read: bad UTF-8, bad JSON, a
+missing or mistyped field, a version below 1.
+
+| path                                                  | eph | payload                        |
+|-------------------------------------------------------|-----|--------------------------------|
+| /brokers/ids/<id>                                     | yes | BrokerInfo                     |
+| /brokers/topics/<topic>                               | no  | TopicAssignment                |
+| /brokers/topics/<topic>/partitions/<p>/state          | no  | PartitionState                 |
+| /controller                                           | yes | ControllerInfo                 |
+| /controller_epoch                                     | no  | int as text                    |
+| /config/topics/<topic>                                | no  | TopicConfig                    |
+| /admin/delete_topics/<topic>                          | no  | empty                          |
+| /admin/reassign_partitions                            | no  | list[PartitionReassignment]    |
+| /admin/preferred_replica_election                     | no  | list[TopicPartition]           |
+| /riverbed/gateways/<id>                               | yes | GatewayInfo                    |
+| /cluster/id                                           | no  | cluster id string              |
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "ZnodeDataError", "ZNODES", "ZnodeSpec", "PERSISTENT_PATHS",
+    "BROKERS", "BROKER_IDS", "BROKER_TOPICS", "CONTROLLER", "CONTROLLER_EPOCH", "CONFIG",
+    "CONFIG_TOPICS", "ADMIN", "DELETE_TOPICS", "REASSIGN_PARTITIONS", "PREFERRED_REPLICA_ELECTION",
+    "GATEWAYS", "CLUSTER", "CLUSTER_ID",
+    "broker_path", "topic_path", "partitions_path", "partition_path", "partition_state_path",
+    "topic_config_path", "delete_topic_path", "gateway_path",
+    "BrokerInfo", "encode_broker", "decode_broker",
+    "encode_topic_assignment", "decode_topic_assignment",
+    "PartitionState", "encode_partition_state", "decode_partition_state",
+    "ControllerInfo", "encode_controller", "decode_controller",
+    "encode_controller_epoch", "decode_controller_epoch",
+    "encode_topic_config", "decode_topic_config",
+    "encode_delete_topic", "decode_delete_topic",
+    "TopicPartition", "PartitionReassignment",
+    "encode_reassign_partitions", "decode_reassign_partitions",
+    "encode_preferred_replica_election", "decode_preferred_replica_election",
+    "GatewayInfo", "encode_gateway", "decode_gateway",
+    "encode_cluster_id", "decode_cluster_id",
+]
+
+
+class ZnodeDataError(ValueError):
+    """A znode's bytes do not decode as the payload its path promises."""
+
+    def __init__(self, what: str, reason: str, data: bytes | None = None):
+        shown = "" if data is None else f" (data: {data[:80]!r})"
+        super().__init__(f"bad {what} znode payload: {reason}{shown}")
+        self.what = what
+        self.reason = reason
+
+
+# --- paths ------------------------------------------------------------------------------------
+
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG = "/config"
+CONFIG_TOPICS = "/config/topics"
+ADMIN = "/admin"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+GATEWAYS = "/riverbed/gateways"
+CLUSTER = "/cluster"
+CLUSTER_ID = "/cluster/id"
+
+# Parents that should exist before anyone watches their children (Kafka's PersistentZkPaths).
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, GATEWAYS, CLUSTER)
+
+
+def _name(kind: str, value: str) -> str:
+    if not value or "/" in value or value in (".", ".."):
+        raise ValueError(f"invalid {kind} {value!r} for a znode path")
+    return value
+
+
+def _int_id(kind: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"invalid {kind} {value!r}")
+    return value
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{_int_id('broker id', broker_id)}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{_name('topic', topic)}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{topic_path(topic)}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{partitions_path(topic)}/{_int_id('partition', partition)}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{partition_path(topic, partition)}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{_name('topic', topic)}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{_name('topic', topic)}"
+
+
+def gateway_path(gateway_id: int) -> str:
+    return f"{GATEWAYS}/{_int_id('gateway id', gateway_id)}"
+
+
+# --- JSON helpers -----------------------------------------------------------------------------
+
+def _dump(obj: Mapping[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=False).encode()
+
+
+def _load(what: str, data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        raise ZnodeDataError(what, "no data")
+    try:
+        obj = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as e:
+        raise ZnodeDataError(what, f"not JSON: {e}", data) from None
+    if not isinstance(obj, dict):
+        raise ZnodeDataError(what, f"expected a JSON object, got {type(obj).__name__}", data)
+    _version(what, obj, data)
+    return obj
+
+
+def _version(what: str, obj: Mapping[str, Any], data: bytes) -> int:
+    v = obj.get("version")
+    if isinstance(v, str) and v.isdigit():  # /cluster/id writes it as a string, as Kafka does
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ZnodeDataError(what, f"missing or invalid version {obj.get('version')!r}", data)
+    return v
+
+
+def _field(what: str, obj: Mapping[str, Any], key: str, typ: type | tuple[type, ...], data: bytes,
+           *, optional: bool = False, default: Any = None) -> Any:
+    if key not in obj or obj[key] is None:
+        if optional:
+            return default
+        raise ZnodeDataError(what, f"missing field {key!r}", data)
+    value = obj[key]
+    if isinstance(value, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
+        raise ZnodeDataError(what, f"field {key!r} has type bool", data)
+    if not isinstance(value, typ):
+        raise ZnodeDataError(what, f"field {key!r} has type {type(value).__name__}", data)
+    return value
+
+
+def _int_list(what: str, value: Any, key: str, data: bytes) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in value):
+        raise ZnodeDataError(what, f"field {key!r} must be a list of integers", data)
+    return tuple(value)
+
+
+def _timestamp(what: str, obj: Mapping[str, Any], data: bytes) -> int:
+    # Kafka writes timestamps as strings of milliseconds; accept numbers too.
+    raw = obj.get("timestamp")
+    if raw is None:
+        return 0
+    try:
+        if isinstance(raw, bool):
+            raise ValueError
+        return int(raw)
+    except (TypeError, ValueError):
+        raise ZnodeDataError(what, f"invalid timestamp {raw!r}", data) from None
+
+
+# --- /brokers/ids/<id> (ephemeral) ------------------------------------------------------------
+
+BROKER_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    endpoints: tuple[str, ...]        # ZeroMQ endpoints, e.g. ("tcp://127.0.0.1:9101",)
+    rack: str | None = None
+    timestamp_ms: int = 0
+
+
+def encode_broker(info: BrokerInfo) -> bytes:
+    return _dump({"version": BROKER_VERSION, "host": info.host, "port": info.port,
+                  "endpoints": list(info.endpoints), "rack": info.rack,
+                  "timestamp": str(info.timestamp_ms)})
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
+    w = "broker"
+    obj = _load(w, data)
+    endpoints = _field(w, obj, "endpoints", list, data, optional=True, default=[])
+    if not all(isinstance(e, str) for e in endpoints):
+        raise ZnodeDataError(w, "field 'endpoints' must be a list of strings", data)
+    return BrokerInfo(broker_id=broker_id, host=_field(w, obj, "host", str, data),
+                      port=_field(w, obj, "port", int, data), endpoints=tuple(endpoints),
+                      rack=_field(w, obj, "rack", str, data, optional=True),
+                      timestamp_ms=_timestamp(w, obj, data))
+
+
+# --- /brokers/topics/<topic> ------------------------------------------------------------------
+
+TOPIC_VERSION = 1
+
+
+def encode_topic_assignment(partitions: Mapping[int, Sequence[int]]) -> bytes:
+    """{partition: replicas} -> {"version":1,"partitions":{"0":[1,2,3]}} (replica order matters:
+    the first is the preferred leader)."""
+    return _dump({"version": TOPIC_VERSION,
+                  "partitions": {str(p): list(r) for p, r in sorted(partitions.items())}})
+
+
+def decode_topic_assignment(data: bytes) -> dict[int, tuple[int, ...]]:
+    w = "topic assignment"
+    obj = _load(w, data)
+    parts = _field(w, obj, "partitions", dict, data)
+    out: dict[int, tuple[int, ...]] = {}
+    for key, replicas in parts.items():
+        try:
+            p = int(key)
+        except ValueError:
+            raise ZnodeDataError(w, f"partition key {key!r} is not an integer", data) from None
+        if p < 0:
+            raise ZnodeDataError(w, f"negative partition {p}", data)
+        out[p] = _int_list(w, replicas, f"partitions.{key}", data)
+    return dict(sorted(out.items()))
+
+
+# --- /brokers/topics/<topic>/partitions/<p>/state ---------------------------------------------
+
+PARTITION_STATE_VERSION = 1
+NO_LEADER = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionState:
+    """Kafka's LeaderIsrAndControllerEpoch. `leader` is NO_LEADER (-1) when there is none."""
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    return _dump({"version": PARTITION_STATE_VERSION, "controller_epoch": state.controller_epoch,
+                  "leader": state.leader, "leader_epoch": state.leader_epoch,
+                  "isr": list(state.isr)})
+
+
+def decode_partition_state(data: bytes) -> PartitionState:
+    w = "partition state"
+    obj = _load(w, data)
+    return PartitionState(leader=_field(w, obj, "leader", int, data),
+                          leader_epoch=_field(w, obj, "leader_epoch", int, data),
+                          isr=_int_list(w, _field(w, obj, "isr", list, data), "isr", data),
+                          controller_epoch=_field(w, obj, "controller_epoch", int, data))
+
+
+# --- /controller (ephemeral) and /controller_epoch --------------------------------------------
+
+CONTROLLER_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerInfo:
+    controller_id: int
+    endpoint: str              # the controller's ROUTER, tcp://host:port
+    pub_endpoint: str          # its PUB socket for metadata fan-out
+    timestamp_ms: int = 0
+
+
+def encode_controller(info: ControllerInfo) -> bytes:
+    return _dump({"version": CONTROLLER_VERSION, "brokerid": info.controller_id,
+                  "timestamp": str(info.timestamp_ms), "endpoint": info.endpoint,
+                  "pub_endpoint": info.pub_endpoint})
+
+
+def decode_controller(data: bytes) -> ControllerInfo:
+    w = "controller"
+    obj = _load(w, data)
+    return ControllerInfo(controller_id=_field(w, obj, "brokerid", int, data),
+                          endpoint=_field(w, obj, "endpoint", str, data, optional=True, default=""),
+                          pub_endpoint=_field(w, obj, "pub_endpoint", str, data, optional=True,
+                                              default=""),
+                          timestamp_ms=_timestamp(w, obj, data))
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(_int_id("controller epoch", epoch)).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        text = bytes(data).decode("ascii").strip()
+        if not text.isdigit():
+            raise ValueError
+        return int(text)
+    except (UnicodeDecodeError, ValueError, TypeError):
+        raise ZnodeDataError("controller epoch", "not a non-negative integer",
+                             data if isinstance(data, bytes) else None) from None
+
+
+# --- /config/topics/<topic> -------------------------------------------------------------------
+
+TOPIC_CONFIG_VERSION = 1
+
+
+def encode_topic_config(config: Mapping[str, str]) -> bytes:
+    """Topic-level overrides with Kafka's keys (`retention.ms`, `cleanup.policy`, ...)."""
+    return _dump({"version": TOPIC_CONFIG_VERSION, "config": {str(k): str(v) for k, v in config.items()}})
+
+
+def decode_topic_config(data: bytes) -> dict[str, str]:
+    w = "topic config"
+    obj = _load(w, data)
+    cfg = _field(w, obj, "config", dict, data)
+    if not all(isinstance(v, str) for v in cfg.values()):
+        raise ZnodeDataError(w, "config values must be strings", data)
+    return dict(cfg)
+
+
+# --- /admin/delete_topics/<topic> (a marker: the path is the payload) --------------------------
+
+def encode_delete_topic() -> bytes:
+    return b""
+
+
+def decode_delete_topic(data: bytes) -> None:
+    return None  # Kafka writes no data here; anything present is ignored
+
+
+# --- /admin/reassign_partitions, /admin/preferred_replica_election ----------------------------
+
+ADMIN_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionReassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+
+
+def _partition_list(w: str, data: bytes) -> list[dict[str, Any]]:
+    obj = _load(w, data)
+    items = _field(w, obj, "partitions", list, data)
+    for item in items:
+        if not isinstance(item, dict):
+            raise ZnodeDataError(w, "each partition must be a JSON object", data)
+        _field(w, item, "topic", str, data)
+        if _field(w, item, "partition", int, data) < 0:
+            raise ZnodeDataError(w, "negative partition", data)
+    return items
+
+
+def encode_reassign_partitions(items: Iterable[PartitionReassignment]) -> bytes:
+    return _dump({"version": ADMIN_VERSION, "partitions": [
+        {"topic": i.topic, "partition": i.partition, "replicas": list(i.replicas)} for i in items]})
+
+
+def decode_reassign_partitions(data: bytes) -> list[PartitionReassignment]:
+    w = "reassign partitions"
+    return [PartitionReassignment(i["topic"], i["partition"],
+                                  _int_list(w, _field(w, i, "replicas", list, data), "replicas", data))
+            for i in _partition_list(w, data)]
+
+
+def encode_preferred_replica_election(items: Iterable[TopicPartition]) -> bytes:
+    return _dump({"version": ADMIN_VERSION,
+                  "partitions": [{"topic": i.topic, "partition": i.partition} for i in items]})
+
+
+def decode_preferred_replica_election(data: bytes) -> list[TopicPartition]:
+    w = "preferred replica election"
+    return [TopicPartition(i["topic"], i["partition"]) for i in _partition_list(w, data)]
+
+
+# --- /riverbed/gateways/<id> (ephemeral) ------------------------------------------------------
+
+GATEWAY_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class GatewayInfo:
+    gateway_id: int
+    endpoint: str                # tcp://host:port of its ROUTER
+    timestamp_ms: int = 0
+
+
+def encode_gateway(info: GatewayInfo) -> bytes:
+    return _dump({"version": GATEWAY_VERSION, "endpoint": info.endpoint,
+                  "timestamp": str(info.timestamp_ms)})
+
+
+def decode_gateway(gateway_id: int, data: bytes) -> GatewayInfo:
+    w = "gateway"
+    obj = _load(w, data)
+    return GatewayInfo(gateway_id=gateway_id, endpoint=_field(w, obj, "endpoint", str, data),
+                       timestamp_ms=_timestamp(w, obj, data))
+
+
+# --- /cluster/id ------------------------------------------------------------------------------
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})  # Kafka writes the version as a string
+
+
+def decode_cluster_id(data: bytes) -> str:
+    w = "cluster id"
+    obj = _load(w, data)
+    cid = _field(w, obj, "id", str, data)
+    if not cid:
+        raise ZnodeDataError(w, "empty id", data)
+    return cid
+
+
+# --- the registry -----------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ZnodeSpec:
+    name: str
+    path: str                  # template; <angle> parts are filled by the path function
+    ephemeral: bool
+    version: int | None        # payload version written, None when the payload has none
+    encode: Any
+    decode: Any
+
+
+ZNODES: tuple[ZnodeSpec, ...] = (
+    ZnodeSpec("broker", "/brokers/ids/<id>", True, BROKER_VERSION, encode_broker, decode_broker),
+    ZnodeSpec("topic", "/brokers/topics/<topic>", False, TOPIC_VERSION,
+              encode_topic_assignment, decode_topic_assignment),
+    ZnodeSpec("partition_state", "/brokers/topics/<topic>/partitions/<p>/state", False,
+              PARTITION_STATE_VERSION, encode_partition_state, decode_partition_state),
+    ZnodeSpec("controller", "/controller", True, CONTROLLER_VERSION,
+              encode_controller, decode_controller),
+    ZnodeSpec("controller_epoch", "/controller_epoch", False, None,
+              encode_controller_epoch, decode_controller_epoch),
+    ZnodeSpec("topic_config", "/config/topics/<topic>", False, TOPIC_CONFIG_VERSION,
+              encode_topic_config, decode_topic_config),
+    ZnodeSpec("delete_topic", "/admin/delete_topics/<topic>", False, None,
+              encode_delete_topic, decode_delete_topic),
+    ZnodeSpec("reassign_partitions", "/admin/reassign_partitions", False, ADMIN_VERSION,
+              encode_reassign_partitions, decode_reassign_partitions),
+    ZnodeSpec("preferred_replica_election", "/admin/preferred_replica_election", False,
+              ADMIN_VERSION, encode_preferred_replica_election, decode_preferred_replica_election),
+    ZnodeSpec("gateway", "/riverbed/gateways/<id>", True, GATEWAY_VERSION,
+              encode_gateway, decode_gateway),
+    ZnodeSpec("cluster_id", "/cluster/id", False, 1, encode_cluster_id, decode_cluster_id),
+)

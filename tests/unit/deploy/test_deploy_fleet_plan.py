@@ -1,0 +1,122 @@
+"""The fleet's port plan, config templates and override parsing (nothing is started)."""
+from __future__ import annotations
+
+import pytest
+
+from deploy.fleet import ROLES, Fleet, FleetError, parse_config_overrides
+from services.common.config import load_properties
+from services.common.zk import ZkConnectError, split_chroot
+
+
+def test_default_port_plan(tmp_path):
+    f = Fleet(tmp_path, 20000)
+    ports = {n: f.process(n).port for n in f.names()}
+    assert ports == {"zookeeper": 20001, "controller-1": 20010, "controller-2": 20011,
+                     "storage-1": 20101, "storage-2": 20102, "storage-3": 20103,
+                     "gateway-1": 20000}
+    assert f.process("controller-2").extra["pub_endpoint"] == "tcp://127.0.0.1:20021"
+    assert f.gateway_endpoint == "tcp://127.0.0.1:20000"
+    assert f.zk_connect == "127.0.0.1:20001/riverbed"
+    # start order: ZooKeeper, controllers, storage nodes, gateways
+    assert [f.process(n).role for n in f.names()] == [
+        "zookeeper", "controller", "controller", "storage_node", "storage_node", "storage_node",
+        "gateway"]
+
+
+def test_more_gateways_never_collide(tmp_path):
+    f = Fleet(tmp_path, 20000, gateways=9, controllers=10, storage_nodes=99)
+    ports = [p for n in f.names() for p in f.process(n).extra.get("ports", {"p": f.process(n).port}).values()]
+    assert len(ports) == len(set(ports))
+    assert max(ports) - 20000 < 200
+
+
+def test_counts_are_bounded(tmp_path):
+    with pytest.raises(FleetError):
+        Fleet(tmp_path, 20000, gateways=10)
+    with pytest.raises(FleetError):
+        Fleet(tmp_path, 20000, counts={"no_such_role": 1})
+
+
+def test_configs_have_exactly_the_services_keys(tmp_path):
+    f = Fleet(tmp_path, 20000, config_overrides=["storage_node:log.segment.bytes=1024",
+                                                 "storage-2:log.segment.bytes=2048",
+                                                 "controller:num.partitions=4"])
+    cfg = f.configs()
+    assert cfg["storage-1"] == {
+        "broker.id": "1", "host.name": "127.0.0.1", "port": "20101",
+        "log.dirs": str(tmp_path.resolve() / "storage-1" / "logs"),
+        "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000",
+        "log.segment.bytes": "1024"}
+    assert cfg["storage-2"]["log.segment.bytes"] == "2048"
+    assert cfg["controller-2"] == {
+        "controller.id": "2", "host.name": "127.0.0.1", "port": "20011", "pub.port": "20021",
+        "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000",
+        "num.partitions": "4", "default.replication.factor": "3",
+        "auto.create.topics.enable": "true", "delete.topic.enable": "true"}
+    assert cfg["gateway-1"] == {
+        "gateway.id": "1", "host.name": "127.0.0.1", "port": "20000",
+        "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000"}
+    f.write_configs()
+    assert load_properties(tmp_path / "storage-2" / "storage-2.properties") == cfg["storage-2"]
+
+
+def test_replication_factor_follows_small_fleets(tmp_path):
+    assert Fleet(tmp_path, 20000, storage_nodes=1).configs()["controller-1"][
+        "default.replication.factor"] == "1"
+
+
+def test_commands_run_the_role_module_or_a_script(tmp_path):
+    f = Fleet(tmp_path, 20000, role_modules={"gateway": "/x/fake.py"}, python="/py")
+    cfg = str(tmp_path.resolve() / "storage-1" / "storage-1.properties")
+    assert f.process("storage-1").command == ["/py", "-m", "services.storage_node", "--config", cfg]
+    assert f.process("gateway-1").command[:2] == ["/py", "/x/fake.py"]
+
+
+def test_parse_config_overrides():
+    assert parse_config_overrides(["gateway:a.b=1", "gateway:c= x=y ", "storage-2:d="]) == {
+        "gateway": {"a.b": "1", "c": "x=y"}, "storage-2": {"d": ""}}
+    for bad in ["gateway", "gateway:", "gateway:novalue", ":k=v"]:
+        with pytest.raises(FleetError):
+            parse_config_overrides([bad])
+
+
+def test_override_for_unknown_target_is_refused(tmp_path):
+    with pytest.raises(FleetError):
+        Fleet(tmp_path, 20000, config_overrides=["storage-9:a=1"])
+
+
+def test_roles_table_shape():
+    assert list(ROLES) == ["controller", "storage_node", "gateway"]
+    assert all(spec.module == f"services.{role}" for role, spec in ROLES.items())
+
+
+def test_status_of_a_fleet_never_started(tmp_path):
+    st = Fleet(tmp_path, 20000).status()
+    assert [p["up"] for p in st["processes"]] == [False] * 7
+    assert st["controller"] is None and st["partitions"] == []
+
+
+def test_from_state_without_a_fleet_is_a_clear_error(tmp_path):
+    with pytest.raises(FleetError, match="fleet up"):
+        Fleet.from_state(tmp_path)
+
+
+def test_split_chroot():
+    assert split_chroot("h:1,h:2/riverbed/x") == ("h:1,h:2", "/riverbed/x")
+    assert split_chroot("h:1") == ("h:1", None)
+    assert split_chroot("h:1/") == ("h:1", None)
+    for bad in ("", "/riverbed"):
+        with pytest.raises(ZkConnectError):
+            split_chroot(bad)
+
+
+def test_missing_java_is_a_clear_error(tmp_path):
+    from deploy.zookeeper import ZooKeeperError, ZooKeeperServer
+    with pytest.raises(ZooKeeperError, match="make install"):
+        ZooKeeperServer(tmp_path, 1, java="no-such-java-binary").start()
+
+
+def test_missing_jars_are_a_clear_error(tmp_path):
+    from deploy.zookeeper import ZooKeeperError, classpath
+    with pytest.raises(ZooKeeperError, match="make install"):
+        classpath(tmp_path)
