@@ -1,0 +1,406 @@
+"""The gateway's shell: ROUTER for clients, DEALERs to storage nodes and the controller, a SUB
+on the active controller's metadata PUB, and a ZooKeeper session.
+
+Loops (one TaskGroup; a dead loop stops the gateway):
+- the RpcServer: METADATA / DESCRIBE_CLUSTER from the cache; PRODUCE / FETCH / LIST_OFFSETS
+  split per leader (core.routing), forwarded concurrently, merged; admin forwarded to the
+  controller (re-read /controller and retry once on NOT_CONTROLLER);
+- the metadata subscriber: UpdateMetadataRequest snapshots into the cache;
+- ZooKeeper inputs: /controller (DataWatch) and /riverbed/gateways (ChildrenWatch) callbacks run
+  on kazoo's threads and only hand their input to the loop (`call_soon_threadsafe`); blocking
+  kazoo calls run in `asyncio.to_thread`;
+- a ticker asking the controller for a snapshot when none came for metadata.max.age.ms.
+
+Metadata refreshes (controller METADATA for all topics) are coalesced: at most one in flight, and
+a caller waits for one that started after it asked.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+from google.protobuf.message import DecodeError
+from kazoo.exceptions import NoNodeError, NodeExistsError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from riverbed import errors
+from riverbed._proto.v1 import header_pb2, metadata_pb2
+from services.common import rpc, zk, znodes
+from services.gateway.config import GatewayConfig
+from services.gateway.core.metadata_cache import MetadataCache
+from services.gateway.core.routing import (
+    ROUTED_APIS,
+    NodeReply,
+    SubRequest,
+    forward_timeout_ms,
+    merge,
+    split,
+)
+
+ApiKey = header_pb2.ApiKey
+E = errors.ErrorCode
+METADATA_TOPIC = b"metadata"
+ADMIN_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
+              ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS)
+# Admin requests that change topics: refresh the cache right after so this gateway routes them.
+TOPIC_CHANGING_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS)
+TICK_S = 1.0
+# How often to retry registering /riverbed/gateways/<id> while a previous session of the same
+# id still holds it (it disappears within zookeeper.session.timeout.ms).
+REGISTER_RETRY_S = 0.2
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class _Prefixed(logging.LoggerAdapter):
+    def process(self, msg, kwargs):
+        return f"[{self.extra['prefix']}] {msg}", kwargs
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig):
+        self.config = config
+        self.cache = MetadataCache()
+        self.log = _Prefixed(log, {"prefix": f"gateway-{config.gateway_id}"})
+        self.name = f"gateway-{config.gateway_id}"
+        self._zk = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: rpc.RpcServer | None = None
+        self._pool: rpc.ChannelPool | None = None
+        self._subscriber: rpc.Subscriber | None = None
+        self._controller: znodes.ControllerInfo | None = None
+        self._gateways_changed = asyncio.Event()
+        self._registrations = asyncio.Queue()   # one item per new ZooKeeper session
+        self._refresh_task: asyncio.Task | None = None
+        self._refresh_next: asyncio.Future | None = None
+        self._background: set[asyncio.Task] = set()
+        self.refreshes = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        self._loop = asyncio.get_running_loop()
+        self._server = rpc.RpcServer(
+            cfg.endpoint, self._handlers(), name=self.name,
+            socket_request_max_bytes=cfg.socket_request_max_bytes,
+            queued_max_requests=cfg.queued_max_requests)
+        self._pool = rpc.ChannelPool(client_id=self.name,
+                                     max_message_bytes=cfg.socket_request_max_bytes)
+        self._subscriber = rpc.Subscriber((), topics=(METADATA_TOPIC,),
+                                          max_message_bytes=cfg.socket_request_max_bytes)
+        watcher = None
+        try:
+            self._zk = await asyncio.to_thread(
+                zk.connect, cfg.zookeeper_connect,
+                timeout_s=cfg.zookeeper_connection_timeout_ms / 1000.0,
+                session_timeout_ms=cfg.zookeeper_session_timeout_ms)
+            await asyncio.to_thread(self._zk.ensure_path, znodes.GATEWAYS)
+            loop = self._loop
+            watcher = zk.SessionWatcher(
+                self._zk, name=f"{self.name}-zk",
+                on_connected=lambda ch: ch.new_session and loop.call_soon_threadsafe(
+                    self._registrations.put_nowait, ch.session_id),
+                on_suspended=lambda ch: self.log.warning("ZooKeeper connection suspended"),
+                on_lost=lambda ch: self.log.warning("ZooKeeper session lost"))
+            watcher.start()
+            DataWatch(self._zk, znodes.CONTROLLER, self._controller_watch)
+            ChildrenWatch(self._zk, znodes.GATEWAYS, self._gateways_watch)
+            async with asyncio.TaskGroup() as tg:
+                tasks = [tg.create_task(self._server.serve(), name="rpc"),
+                         tg.create_task(self._subscribe_loop(), name="metadata-sub"),
+                         tg.create_task(self._register_loop(), name="register"),
+                         tg.create_task(self._gateways_loop(), name="gateways"),
+                         tg.create_task(self._tick_loop(), name="tick")]
+                self.log.info("serving on %s", self._server.bound_endpoint)
+                await stop.wait()
+                self.log.info("stopping")
+                for t in tasks:
+                    t.cancel()
+        finally:
+            await self._close(watcher)
+
+    async def _close(self, watcher) -> None:
+        for t in list(self._background) + ([self._refresh_task] if self._refresh_task else []):
+            t.cancel()
+        if self._server is not None:
+            await self._server.close()
+        if self._subscriber is not None:
+            await self._subscriber.close()
+        if self._pool is not None:
+            await self._pool.close_all()
+        if watcher is not None:
+            watcher.stop()
+        if self._zk is not None:
+            await asyncio.to_thread(zk.close, self._zk)   # our ephemeral goes with the session
+
+    def _handlers(self) -> dict:
+        h = {ApiKey.METADATA: self._metadata, ApiKey.DESCRIBE_CLUSTER: self._describe_cluster}
+        for api in ROUTED_APIS:
+            h[api] = self._routed
+        for api in ADMIN_APIS:
+            h[api] = self._admin
+        return h
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- ZooKeeper inputs (kazoo threads: hand over, never block) --------------------------
+    def _controller_watch(self, data, stat, event=None):
+        self._loop.call_soon_threadsafe(self._on_controller_data, data)
+
+    def _gateways_watch(self, children):
+        self._loop.call_soon_threadsafe(self._gateways_changed.set)
+
+    def _on_controller_data(self, data: bytes | None) -> None:
+        info = None
+        if data:
+            try:
+                info = znodes.decode_controller(data)
+            except znodes.ZnodeDataError as e:
+                self.log.warning("unreadable /controller: %s", e)
+        if info == self._controller:
+            return
+        old, self._controller = self._controller, info
+        if old is not None and old.pub_endpoint:
+            self._subscriber.disconnect(old.pub_endpoint)
+        if info is None:
+            self.log.info("no active controller")
+            return
+        self.log.info("controller is %d at %s (metadata from %s)", info.controller_id,
+                      info.endpoint, info.pub_endpoint)
+        self.cache.set_controller_hint(info.controller_id)
+        if info.pub_endpoint:
+            self._subscriber.connect(info.pub_endpoint)
+        self._ensure_refresh()
+
+    async def _reread_controller(self) -> None:
+        def read():
+            try:
+                return self._zk.get(znodes.CONTROLLER)[0]
+            except NoNodeError:
+                return None
+        self._on_controller_data(await asyncio.to_thread(read))
+
+    async def _register_loop(self) -> None:
+        while True:
+            session_id = await self._registrations.get()
+            await asyncio.to_thread(self._register, session_id)
+
+    def _register(self, session_id: int | None) -> None:
+        """Create /riverbed/gateways/<id> (ephemeral) for this session (blocking; a thread)."""
+        cfg = self.config
+        path = znodes.gateway_path(cfg.gateway_id)
+        data = znodes.encode_gateway(znodes.GatewayInfo(cfg.gateway_id, cfg.endpoint,
+                                                        int(time.time() * 1000)))
+        deadline = time.monotonic() + cfg.zookeeper_session_timeout_ms / 1000.0 * 2
+        while True:
+            try:
+                self._zk.create(path, data, ephemeral=True, makepath=True)
+                self.log.info("registered %s", path)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self._zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == session_id:
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"gateway.id {cfg.gateway_id} is registered by another "
+                                       f"live gateway ({path})") from None
+                time.sleep(REGISTER_RETRY_S)
+
+    async def _gateways_loop(self) -> None:
+        while True:
+            await self._gateways_changed.wait()
+            self._gateways_changed.clear()
+            try:
+                gateways = await asyncio.to_thread(self._read_gateways)
+            except Exception as e:  # noqa: BLE001 - ZooKeeper hiccup; the watch fires again
+                self.log.warning("could not read %s: %s", znodes.GATEWAYS, e)
+                continue
+            self.cache.set_gateways(gateways)
+
+    def _read_gateways(self) -> list[tuple[int, str]]:
+        out = []
+        for child in self._zk.get_children(znodes.GATEWAYS):
+            try:
+                gid = int(child)
+                data, _ = self._zk.get(f"{znodes.GATEWAYS}/{child}")
+                out.append((gid, znodes.decode_gateway(gid, data).endpoint))
+            except (ValueError, NoNodeError, znodes.ZnodeDataError):
+                continue   # gone meanwhile, or not ours to read
+        return out
+
+    # -- metadata -------------------------------------------------------------------------
+    async def _subscribe_loop(self) -> None:
+        while True:
+            topic, frames = await self._subscriber.recv()
+            if topic != METADATA_TOPIC or not frames:
+                continue
+            update = metadata_pb2.UpdateMetadataRequest()
+            try:
+                update.ParseFromString(frames[0])
+            except DecodeError:
+                self.log.warning("dropping an unreadable metadata update (%d bytes)", len(frames[0]))
+                continue
+            self._apply(update=update)
+
+    def _apply(self, *, update=None, response=None) -> None:
+        before = self.cache.stamp
+        if update is not None:
+            self.cache.apply_update(update, _now_ms())
+        else:
+            self.cache.apply_metadata_response(response, _now_ms())
+        after = self.cache.stamp
+        if after != before:
+            level = logging.INFO if before is None or after[0] != before[0] else logging.DEBUG
+            self.log.log(level, "metadata (controller_epoch, version) %s -> %s, %d topics",
+                         before, after, len(self.cache.topic_names))
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            if self.cache.is_stale(_now_ms(), self.config.metadata_max_age_ms):
+                self._ensure_refresh()
+
+    def _ensure_refresh(self) -> asyncio.Future:
+        """A future for a refresh that starts after now (shared by all who ask meanwhile)."""
+        if self._refresh_next is None:
+            self._refresh_next = asyncio.get_running_loop().create_future()
+            if self._refresh_task is None:
+                self._refresh_task = asyncio.get_running_loop().create_task(self._refresh_loop())
+        return self._refresh_next
+
+    async def _refresh_loop(self) -> None:
+        try:
+            while self._refresh_next is not None:
+                fut, self._refresh_next = self._refresh_next, None
+                ok = await self._refresh_once()
+                if not fut.done():
+                    fut.set_result(ok)
+        finally:
+            self._refresh_task = None
+
+    async def _refresh_once(self) -> bool:
+        self.refreshes += 1
+        info = self._controller
+        if info is None or not info.endpoint:
+            return False
+        try:
+            resp = await self._pool.get(info.endpoint).call(
+                ApiKey.METADATA, metadata_pb2.MetadataRequest(),
+                timeout_ms=self.config.request_timeout_ms)
+        except Exception as e:  # noqa: BLE001 - KafkaError or a socket failure: try next time
+            self.log.warning("metadata refresh from controller %d failed: %r",
+                             info.controller_id, e)
+            return False
+        self._apply(response=resp.body)
+        return True
+
+    async def _wait_refresh(self, timeout_ms: int) -> None:
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ensure_refresh()), timeout_ms / 1000.0)
+        except TimeoutError:
+            pass
+
+    async def _ensure_metadata(self, timeout_ms: int) -> None:
+        if self.cache.stamp is None:
+            await self._wait_refresh(timeout_ms)
+
+    # -- handlers -------------------------------------------------------------------------
+    def _timeout(self, req: rpc.Request) -> int:
+        return forward_timeout_ms(req.api, req.body, req.header.timeout_ms,
+                                  self.config.request_timeout_ms)
+
+    async def _metadata(self, req: rpc.Request) -> rpc.Reply:
+        timeout = self._timeout(req)
+        await self._ensure_metadata(timeout // 2)
+        resp, missing = self.cache.metadata_response(req.body)
+        if not missing:
+            return rpc.Reply(resp)
+        if req.body.allow_auto_topic_creation:
+            theirs = await self._call_controller(ApiKey.METADATA, req.body, timeout)
+            self._ensure_refresh()
+            return rpc.Reply(self.cache.with_gateways(theirs.body))
+        await self._wait_refresh(timeout // 2)
+        resp, _ = self.cache.metadata_response(req.body)
+        return rpc.Reply(resp)
+
+    async def _describe_cluster(self, req: rpc.Request) -> rpc.Reply:
+        await self._ensure_metadata(self._timeout(req) // 2)
+        return rpc.Reply(self.cache.describe_cluster())
+
+    async def _routed(self, req: rpc.Request) -> rpc.Reply | None:
+        api, body = req.api, req.body
+        timeout = self._timeout(req)
+        await self._ensure_metadata(timeout // 2)
+        plan = split(api, body, req.payloads, self.cache)        # InvalidRequestError: envelope
+        if plan.unknown_topics:
+            # Created through another gateway, or more partitions: ask before failing them.
+            await self._wait_refresh(timeout // 2)
+            plan = split(api, body, req.payloads, self.cache)
+        if not plan.expects_response:
+            await asyncio.gather(*(self._send_oneway(api, sub, timeout)
+                                   for sub in plan.sub_requests))
+            return None
+        results = await asyncio.gather(*(self._forward(api, sub, timeout)
+                                         for sub in plan.sub_requests))
+        merged = merge(plan, {sub.node_id: r for sub, r in zip(plan.sub_requests, results)})
+        if merged.refresh_metadata:
+            self._ensure_refresh()
+        return rpc.Reply(merged.body, merged.payloads)
+
+    async def _forward(self, api: int, sub: SubRequest, timeout_ms: int) -> NodeReply:
+        try:
+            resp = await self._pool.get(sub.endpoint).call(api, sub.body, payloads=sub.payloads,
+                                                           timeout_ms=timeout_ms)
+        except errors.KafkaError as e:
+            return NodeReply.failed(e.code, e.message or e.name)
+        except Exception as e:  # noqa: BLE001 - a socket failure is this leader's problem only
+            self.log.warning("forwarding to node %d failed: %r", sub.node_id, e)
+            return NodeReply.failed(E.Value("NETWORK_EXCEPTION"), f"node {sub.node_id}: {e}")
+        return NodeReply(resp.body, resp.payloads)
+
+    async def _send_oneway(self, api: int, sub: SubRequest, timeout_ms: int) -> None:
+        try:
+            await self._pool.get(sub.endpoint).send_oneway(api, sub.body, payloads=sub.payloads,
+                                                           timeout_ms=timeout_ms)
+        except Exception as e:  # noqa: BLE001 - acks=0: nobody to tell
+            self.log.debug("acks=0 produce to node %d dropped: %r", sub.node_id, e)
+
+    async def _admin(self, req: rpc.Request) -> rpc.Reply:
+        resp = await self._call_controller(req.api, req.body, self._timeout(req))
+        if req.api in TOPIC_CHANGING_APIS:
+            self._ensure_refresh()
+        return rpc.Reply(resp.body)
+
+    async def _call_controller(self, api: int, body, timeout_ms: int,
+                               payloads: Sequence = ()) -> rpc.Response:
+        """Call the active controller; on NOT_CONTROLLER (or none known) re-read /controller
+        and retry once. KafkaErrors propagate (the RpcServer answers with an envelope error)."""
+        for attempt in (0, 1):
+            info = self._controller
+            if info is None or not info.endpoint:
+                if attempt == 0:
+                    await self._reread_controller()
+                    continue
+                raise errors.NotControllerError("no active controller")
+            try:
+                return await self._pool.get(info.endpoint).call(api, body, payloads=payloads,
+                                                                 timeout_ms=timeout_ms)
+            except errors.NotControllerError:
+                if attempt == 1:
+                    raise
+                self.log.info("controller %d answered NOT_CONTROLLER; re-reading %s",
+                              info.controller_id, znodes.CONTROLLER)
+                await self._reread_controller()
+        raise AssertionError("unreachable")
