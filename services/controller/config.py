@@ -1,0 +1,49 @@
+"""The controller's typed config: Kafka's keys in snake_case (docs/contracts.md, "Controller")."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    controller_id: int = 0
+    host_name: str = "127.0.0.1"
+    port: int = 9093
+    pub_port: int = 9094
+    zookeeper_connect: str = "127.0.0.1:2181/riverbed"
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 6000
+    socket_request_max_bytes: int = 104857600
+    message_max_bytes: int = 1000012
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    # How long one LEADER_AND_ISR / STOP_REPLICA attempt waits for the storage node's answer.
+    controller_socket_timeout_ms: int = 30000
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("port", "pub_port"):
+            v = getattr(self, name)
+            if not 0 < v < 65536:
+                raise ValueError(f"{name.replace('_', '.')}={v}: not a TCP port")
+        if self.num_partitions < 1:
+            raise ValueError(f"num.partitions={self.num_partitions}: must be >= 1")
+        if self.default_replication_factor < 1:
+            raise ValueError("default.replication.factor must be >= 1")
+        if self.offsets_topic_num_partitions < 1:
+            raise ValueError("offsets.topic.num.partitions must be >= 1")
+        if self.offsets_topic_replication_factor < 1:
+            raise ValueError("offsets.topic.replication.factor must be >= 1")
+        if self.controller_socket_timeout_ms < 1:
+            raise ValueError("controller.socket.timeout.ms must be >= 1")
+
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://{self.host_name}:{self.port}"
+
+    @property
+    def pub_endpoint(self) -> str:
+        return f"tcp://{self.host_name}:{self.pub_port}"

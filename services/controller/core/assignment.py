@@ -1,0 +1,43 @@
+"""Topic names and replica assignment (seed 002, Kafka's AdminUtils), pure functions."""
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def topic_name_problem(name: str) -> str | None:
+    """None for a legal topic name, else why it is not (answered as INVALID_TOPIC_EXCEPTION)."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL.fullmatch(name):
+        return "topic name may contain only ASCII letters, digits, '.', '_' and '-'"
+    return None
+
+
+def assign_replicas(live_nodes: Sequence[int], num_partitions: int, replication_factor: int,
+                    rng: random.Random, *, first_partition: int = 0,
+                    start_index: int | None = None) -> dict[int, tuple[int, ...]]:
+    """Seed 002's assignment over the sorted live node list `n` (len N) with start index s:
+    partition i's replica j is on n[(s + i + j) mod N]. So the first replicas (the preferred
+    leaders) go round-robin over the nodes and every node leads about num_partitions/N.
+
+    `first_partition` > 0 continues an existing topic (CREATE_PARTITIONS), with `start_index`
+    the index of partition 0's first replica so the round-robin carries on. Preconditions
+    (the caller checks them and answers with typed errors): 1 <= replication_factor <= N."""
+    nodes = sorted(live_nodes)
+    n = len(nodes)
+    assert 1 <= replication_factor <= n, (replication_factor, n)
+    assert num_partitions >= 0
+    s = rng.randrange(n) if start_index is None else start_index % n
+    return {
+        i: tuple(nodes[(s + i + j) % n] for j in range(replication_factor))
+        for i in range(first_partition, first_partition + num_partitions)
+    }

@@ -1,0 +1,57 @@
+"""The controller's cluster model: plain values the core decides over and the shell persists."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NO_LEADER = -1
+# ZooKeeper versions: `expected_version` NEW means "create; the znode must not exist".
+NEW = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A live storage node, from its ephemeral /brokers/ids/<id> registration."""
+    node_id: int
+    host: str
+    port: int
+    endpoint: str
+    rack: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIsr:
+    """/brokers/topics/<t>/partitions/<p>/state plus the znode's version (for fenced writes)."""
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = 0
+
+
+@dataclass(slots=True)
+class Topic:
+    name: str
+    assignment: dict[int, tuple[int, ...]]          # partition -> replicas (first = preferred)
+    configs: dict[str, str] = field(default_factory=dict)  # /config/topics/<t> overrides
+    assignment_version: int = 0                      # version of /brokers/topics/<t>
+    config_version: int = 0                          # version of /config/topics/<t>
+    states: dict[int, LeaderIsr] = field(default_factory=dict)
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.assignment)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.assignment[0]) if self.assignment else 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSnapshot:
+    """One topic as read from ZooKeeper when a controller is elected (input to `replay`)."""
+    name: str
+    assignment: dict[int, tuple[int, ...]]
+    configs: dict[str, str]
+    assignment_version: int
+    config_version: int
+    states: dict[int, LeaderIsr]                     # missing partitions: no state znode yet

@@ -1,0 +1,304 @@
+"""The controller's shell: asyncio + ZeroMQ + kazoo around the pure ControllerCore.
+
+Tasks (one TaskGroup): the ROUTER server, the election loop, the broker-registration loop, the
+metadata tick. Every use of the core happens on the event loop under `self._lock`, and the
+effects it returns are performed before the lock is released, so the core's decisions and the
+ZooKeeper writes that make them durable happen in one order. Kazoo runs its callbacks on its
+own threads; they only hand a note to the loop with `call_soon_threadsafe`.
+
+Fencing (STYLE.md §9): kazoo's election helpers keep running a leader after its session is
+gone, so the shell does not use them. It creates /controller itself, bumps /controller_epoch
+with a versioned write, and every later write carries a version check on /controller_epoch. On
+SUSPENDED or LOST, on another controller's /controller, or on any failed write it stops acting
+at once (the core forgets its model) and runs the election again when connected.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from riverbed import errors
+from riverbed._proto.v1 import header_pb2
+from services.common import zk as zkmod
+from services.common import znodes
+from services.common.rpc import ChannelPool, Publisher, Reply, Request, RpcServer
+from services.controller.config import ControllerConfig
+from services.controller.core.controller import ControllerCore
+from services.controller.core.effects import (
+    PublishMetadata, Respond, Resign, SendLeaderAndIsr, SendStopReplica, ZkWrite)
+from services.controller.core.events import (
+    BrokersChanged, ElectedAsController, LeadershipLost, RequestReceived)
+from services.controller.shell.senders import NodeSenders
+from services.controller.shell.zk_store import Fenced, ZkStore
+
+log = logging.getLogger(__name__)
+ApiKey = header_pb2.ApiKey
+
+SERVED_APIS = (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_TOPICS,
+               ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS,
+               ApiKey.ALTER_CONFIGS)
+TICK_INTERVAL_S = 0.1
+ELECTION_RETRY_S = 0.5
+METADATA_TOPIC = b"metadata"
+
+
+class _Stop(Exception):
+    pass
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ControllerService:
+    def __init__(self, config: ControllerConfig, rng: random.Random | None = None):
+        self.cfg = config
+        self.core = ControllerCore(config, rng or random.Random())
+        self._lock = asyncio.Lock()
+        self._zk_exec = ThreadPoolExecutor(1, thread_name_prefix="controller-zk")
+        self._connected = False
+        self._session_generation = 0
+        self._epoch_zk_version = -1
+        self._election_wake = asyncio.Event()
+        self._brokers_dirty = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.client = None
+        self.store: ZkStore | None = None
+        self.server: RpcServer | None = None
+        self.publisher: Publisher | None = None
+        self.pool: ChannelPool | None = None
+        self.senders: NodeSenders | None = None
+        self._watcher: zkmod.SessionWatcher | None = None
+
+    async def _zk(self, fn, *args, **kw):
+        return await self._loop.run_in_executor(self._zk_exec, lambda: fn(*args, **kw))
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    async def run(self) -> int:
+        self._loop = loop = asyncio.get_running_loop()
+        cfg = self.cfg
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            self.client = await self._zk(
+                zkmod.connect, cfg.zookeeper_connect,
+                timeout_s=cfg.zookeeper_connection_timeout_ms / 1000,
+                session_timeout_ms=cfg.zookeeper_session_timeout_ms)
+        except zkmod.ZkConnectError as e:
+            log.error("%s", e)
+            self._zk_exec.shutdown(wait=False)
+            return 1
+        self.store = ZkStore(self.client)
+        try:
+            await self._zk(self.store.ensure_paths)
+            handlers = {api: self._handle for api in SERVED_APIS}
+            self.server = RpcServer(cfg.endpoint, handlers, name=f"controller-{cfg.controller_id}",
+                                    socket_request_max_bytes=cfg.socket_request_max_bytes)
+            self.publisher = Publisher(cfg.pub_endpoint)
+        except Exception as e:  # noqa: BLE001 - e.g. the port is taken
+            log.error("controller %d cannot start: %s", cfg.controller_id, e)
+            await self._shutdown()
+            return 1
+        self.pool = ChannelPool(client_id=f"controller-{cfg.controller_id}",
+                                max_message_bytes=cfg.socket_request_max_bytes)
+        self.senders = NodeSenders(self.pool, self._endpoint_of, self._epoch_still_valid,
+                                   cfg.controller_socket_timeout_ms)
+        self._watcher = zkmod.SessionWatcher(
+            self.client, on_change=lambda ch: loop.call_soon_threadsafe(self._on_session, ch),
+            name="controller-session").start()
+        self.client.DataWatch(znodes.CONTROLLER, self._controller_watch)
+        self.client.ChildrenWatch(znodes.BROKER_IDS, self._brokers_watch)
+        log.info("controller %d up: %s, metadata on %s", cfg.controller_id, cfg.endpoint,
+                 cfg.pub_endpoint)
+
+        async def wait_stop():
+            await stop.wait()
+            raise _Stop
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.server.serve())
+                tg.create_task(self._election_loop())
+                tg.create_task(self._broker_loop())
+                tg.create_task(self._tick_loop())
+                tg.create_task(wait_stop())
+        except* _Stop:
+            pass
+        log.info("controller %d stopping", cfg.controller_id)
+        await self._shutdown()
+        return 0
+
+    async def _shutdown(self) -> None:
+        if self.senders is not None:
+            await self.senders.close()
+        if self.pool is not None:
+            await self.pool.close_all()
+        if self.server is not None:
+            await self.server.close()
+        if self.publisher is not None:
+            await self.publisher.close()
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self.client is not None:
+            # Closing the session removes /controller at once, so a standby takes over now.
+            await self._zk(zkmod.close, self.client)
+        self._zk_exec.shutdown(wait=False)
+
+    # ---- kazoo callbacks (other threads): hand over to the loop, never block ------------------
+    def _controller_watch(self, data, stat, event=None):
+        self._loop.call_soon_threadsafe(self._on_controller_znode, data)
+
+    def _brokers_watch(self, children):
+        self._loop.call_soon_threadsafe(self._brokers_dirty.set)
+
+    # ---- on the loop -------------------------------------------------------------------------
+    def _on_session(self, change: zkmod.SessionChange) -> None:
+        if change.state is zkmod.SessionState.CONNECTED:
+            self._connected = True
+            self._election_wake.set()
+            self._brokers_dirty.set()
+        else:
+            self._connected = False
+            self._session_generation += 1
+            self._lose(f"ZooKeeper session {change.state.value}", release=False)
+
+    def _on_controller_znode(self, data) -> None:
+        if data is None:
+            self._election_wake.set()
+            return
+        try:
+            who = znodes.decode_controller(data).controller_id
+        except znodes.ZnodeDataError:
+            return
+        if self.core.active and who != self.cfg.controller_id:
+            self._lose(f"controller {who} registered in /controller", release=False)
+
+    def _lose(self, reason: str, *, release: bool = True) -> None:
+        if self.core.active:
+            log.warning("controller %d stops acting (epoch %d): %s", self.cfg.controller_id,
+                        self.core.controller_epoch, reason)
+            self.core.handle(LeadershipLost(reason), _now_ms())
+            if release and self._connected:
+                self._loop.run_in_executor(self._zk_exec, self.store.release_controller)
+        self._election_wake.set()
+
+    def _endpoint_of(self, node: int) -> str | None:
+        b = self.core.brokers.get(node) if self.core.active else None
+        return b.endpoint if b is not None else None
+
+    def _epoch_still_valid(self, epoch: int) -> bool:
+        return self.core.active and self.core.controller_epoch == epoch and self._connected
+
+    async def _election_loop(self) -> None:
+        cfg = self.cfg
+        while True:
+            await self._election_wake.wait()
+            self._election_wake.clear()
+            if self.core.active or not self._connected:
+                continue
+            generation = self._session_generation
+            info = znodes.ControllerInfo(cfg.controller_id, cfg.endpoint, cfg.pub_endpoint,
+                                         int(time.time() * 1000))
+            try:
+                if not await self._zk(self.store.try_claim_controller, info):
+                    continue            # someone else leads; the /controller watch wakes us
+                epoch, version = await self._zk(self.store.bump_epoch)
+                cluster_id = await self._zk(self.store.cluster_id)
+                brokers = await self._zk(self.store.read_brokers)
+                topics = await self._zk(self.store.read_topics)
+                pending = await self._zk(self.store.read_pending_deletions)
+            except Exception as e:  # noqa: BLE001 - Fenced, connection loss: try again
+                log.info("election attempt failed: %r", e)
+                if self._connected:
+                    await self._zk(self.store.release_controller)
+                await asyncio.sleep(ELECTION_RETRY_S)
+                self._election_wake.set()
+                continue
+            async with self._lock:
+                if generation != self._session_generation or not self._connected:
+                    self._election_wake.set()
+                    continue
+                self._epoch_zk_version = version
+                effects = self.core.handle(
+                    ElectedAsController(epoch, cluster_id, brokers, topics, pending), _now_ms())
+                await self._execute(effects)
+            self._brokers_dirty.set()   # registrations may have changed while we read
+
+    async def _broker_loop(self) -> None:
+        while True:
+            await self._brokers_dirty.wait()
+            self._brokers_dirty.clear()
+            if not self.core.active:
+                continue
+            try:
+                brokers = await self._zk(self.store.read_brokers)
+            except Exception as e:  # noqa: BLE001 - connection loss: the session events follow
+                log.info("reading /brokers/ids failed: %r", e)
+                await asyncio.sleep(ELECTION_RETRY_S)
+                self._brokers_dirty.set()
+                continue
+            async with self._lock:
+                if self.core.active:
+                    await self._execute(self.core.handle(BrokersChanged(brokers), _now_ms()))
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            async with self._lock:
+                effects = self.core.tick(_now_ms())
+                if effects:
+                    await self._execute(effects)
+
+    async def _handle(self, req: Request) -> Reply:
+        async with self._lock:
+            effects = self.core.handle(RequestReceived(req.api, req.body), _now_ms())
+            respond = await self._execute(effects)
+        if respond is None:   # pragma: no cover - the core always answers a request
+            raise errors.UnknownServerError("no answer")
+        if respond.error is not None:
+            raise respond.error
+        return Reply(respond.body)
+
+    # ---- effects -----------------------------------------------------------------------------
+    async def _execute(self, effects) -> Respond | None:
+        """Perform effects in order; consecutive ZooKeeper writes are one fenced transaction.
+        After a failed write nothing more is done and the answer is NOT_CONTROLLER."""
+        writes: list[ZkWrite] = []
+        epoch = self.core.controller_epoch
+        for e in effects:
+            if isinstance(e, ZkWrite):
+                writes.append(e)
+                continue
+            if writes:
+                if not await self._commit(writes):
+                    return Respond(None, errors.NotControllerError("lost the controllership"))
+                writes = []
+            if isinstance(e, SendLeaderAndIsr):
+                self.senders.enqueue(e.node_id, ApiKey.LEADER_AND_ISR, e.request, epoch)
+            elif isinstance(e, SendStopReplica):
+                self.senders.enqueue(e.node_id, ApiKey.STOP_REPLICA, e.request, epoch)
+            elif isinstance(e, PublishMetadata):
+                await self.publisher.publish(METADATA_TOPIC, [e.update.SerializeToString()])
+            elif isinstance(e, Resign):
+                self._lose(e.reason)
+            elif isinstance(e, Respond):
+                return e
+        if writes and not await self._commit(writes):
+            return Respond(None, errors.NotControllerError("lost the controllership"))
+        return None
+
+    async def _commit(self, writes: list[ZkWrite]) -> bool:
+        if not self._connected:
+            self._lose("not connected to ZooKeeper", release=False)
+            return False
+        try:
+            await self._zk(self.store.commit, writes, self._epoch_zk_version)
+            return True
+        except Fenced as e:
+            self._lose(str(e))
+            return False
