@@ -1,0 +1,1 @@
+"""The group coordinator: consumer-group membership, generations and assignments."""

@@ -1,0 +1,1 @@
+"""Pure core of the group coordinator: no sockets, files, clocks or threads."""

@@ -1,0 +1,655 @@
+"""The group coordinator core: Kafka's GroupCoordinator + GroupMetadataManager, pure.
+
+Surface: `handle(event, now_ms) -> list[Effect]`, `tick(now_ms) -> list[Effect]`,
+`replay(record)` (loading a shard), `check_invariants()`. See README.md for the flows.
+
+Riverbed computes assignments here (riverbed.coordinator.assignors) when the join phase
+completes; the new generation is written to __consumer_offsets (partition = the group's shard)
+and only then are the joins answered — the same bytes are applied through `_apply_group_value`,
+the door `replay` uses when a shard loads.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import re
+import uuid
+from dataclasses import dataclass
+
+from riverbed._proto.v1 import group_pb2
+from riverbed.coordinator import offsets_topic as ot
+from riverbed.coordinator.assignors import ASSIGNORS, assign
+from riverbed.coordinator.consumer_protocol import (
+    Assignment, Subscription, TopicPartition, decode_assignment, decode_subscription,
+    encode_assignment, encode_subscription, group_by_topic,
+)
+from riverbed.errors import ErrorCode as E
+from services.group_coordinator.config import GroupCoordinatorConfig
+from services.group_coordinator.core.effects import AppendRecords, Effect, Reply
+from services.group_coordinator.core.events import (
+    Event, RequestReceived, ShardLoadCompleted, ShardLoadStarted, ShardUnloaded,
+    TopicMetadataChanged, WriteCompleted,
+)
+from services.group_coordinator.core.group import Group, Member, PendingWrite
+from services.group_coordinator.core.states import GroupState
+
+log = logging.getLogger(__name__)
+S = GroupState
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+def _invariant(cond: bool, msg: str) -> None:
+    if not cond:
+        raise InvariantViolation(msg)
+
+
+# ---------------------------------------------------------------- proto <-> subscription
+
+def subscription_from_pb(pb: group_pb2.ConsumerSubscription) -> Subscription:
+    owned = tuple((tp.topic, p) for tp in pb.owned_partitions for p in tp.partitions)
+    return Subscription(tuple(pb.topics), pb.user_data or None, owned, pb.topic_pattern or None)
+
+
+def subscription_to_pb(s: Subscription) -> group_pb2.ConsumerSubscription:
+    return group_pb2.ConsumerSubscription(
+        topics=list(s.topics), topic_pattern=s.topic_pattern or "", user_data=s.user_data or b"",
+        owned_partitions=[group_pb2.TopicPartitions(topic=t, partitions=ps)
+                          for t, ps in group_by_topic(s.owned_partitions)])
+
+
+def assignment_to_pb(tps) -> group_pb2.ConsumerAssignment:
+    return group_pb2.ConsumerAssignment(partitions=[
+        group_pb2.TopicPartitions(topic=t, partitions=ps) for t, ps in group_by_topic(tps)])
+
+
+@dataclass(slots=True)
+class _Shard:
+    loaded: bool = False
+
+
+class GroupCoordinatorCore:
+    def __init__(self, config: GroupCoordinatorConfig, rng: random.Random):
+        self.config = config
+        self.rng = rng
+        self.shards: dict[int, _Shard] = {}
+        self.groups: dict[str, Group] = {}
+        self.topics: dict[str, int] = {}              # topic -> partition count
+        self._writes: dict[int, PendingWrite] = {}
+        self._next_write_id = 1
+        self._next_retention_check_ms: int | None = None
+
+    # ------------------------------------------------------------------ surface
+
+    def handle(self, event: Event, now_ms: int) -> list[Effect]:
+        out: list[Effect] = []
+        if isinstance(event, RequestReceived):
+            self._on_request(event, now_ms, out)
+        elif isinstance(event, WriteCompleted):
+            self._on_write_completed(event, now_ms, out)
+        elif isinstance(event, TopicMetadataChanged):
+            self._on_metadata(event, now_ms, out)
+        elif isinstance(event, ShardLoadStarted):
+            self._unload(event.shard, out)
+            self.shards[event.shard] = _Shard(loaded=False)
+        elif isinstance(event, ShardLoadCompleted):
+            self._on_loaded(event.shard, now_ms)
+        elif isinstance(event, ShardUnloaded):
+            self._unload(event.shard, out)
+            self.shards.pop(event.shard, None)
+        else:
+            raise TypeError(f"unknown event {event!r}")
+        return out
+
+    def tick(self, now_ms: int) -> list[Effect]:
+        out: list[Effect] = []
+        for group in list(self.groups.values()):
+            if not self._loaded(group.shard):
+                continue
+            for m in list(group.members.values()):
+                if (m.join_request is None and m.sync_request is None
+                        and m.heartbeat_deadline_ms is not None and m.heartbeat_deadline_ms <= now_ms):
+                    log.info("[group=%s gen=%d] member %s session expired", group.group_id,
+                             group.generation_id, m.member_id)
+                    self._remove_member(group, m.member_id, now_ms, out)
+            if (group.state is S.PREPARING_REBALANCE and group.rebalance_deadline_ms is not None
+                    and group.rebalance_deadline_ms <= now_ms):
+                self._complete_join(group, now_ms, out, timed_out=True)
+        if self._next_retention_check_ms is None or now_ms >= self._next_retention_check_ms:
+            self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
+            self._expire_empty_groups(now_ms, out)
+        return out
+
+    def replay(self, record: ot.StoredRecord) -> None:
+        """Apply one __consumer_offsets record of a shard being loaded (offset commits ignored)."""
+        try:
+            key = ot.decode_key(record.key)
+        except ot.OffsetsTopicFormatError:
+            log.warning("shard %d offset %d: undecodable key skipped", record.shard, record.offset)
+            return
+        if not isinstance(key, ot.GroupMetadataKey):
+            return
+        group = self.groups.get(key.group)
+        if group is not None and 0 <= record.offset <= group.log_offset:
+            return                                     # already applied (idempotent replay)
+        if record.value is None:
+            self.groups.pop(key.group, None)
+            return
+        value = ot.decode_group_value(record.value)
+        group = Group(key.group, record.shard)
+        self.groups[key.group] = group
+        self._apply_group_value(group, value, live=False)
+        group.log_offset = record.offset
+
+    def check_invariants(self) -> None:
+        for gid, g in self.groups.items():
+            _invariant(g.group_id == gid, "group keyed by its id")
+            _invariant(g.shard == ot.partition_for(gid, self.config.offsets_topic_num_partitions),
+                       f"group {gid} in the wrong shard")
+            _invariant(g.shard in self.shards, f"group {gid} of a shard not owned")
+            _invariant(g.state is not S.DEAD, "dead groups are removed")
+            _invariant(g.state is not S.EMPTY or not g.members, f"empty group {gid} has members")
+            completing = g.state is S.COMPLETING_REBALANCE
+            _invariant(not completing or g.pending_write is not None,
+                       f"group {gid} completing without a write in flight")
+            if g.state is S.STABLE:
+                seen: set[TopicPartition] = set()
+                for m in g.members.values():
+                    _invariant(not (seen & set(m.assignment)), f"group {gid}: partition twice")
+                    seen |= set(m.assignment)
+                _invariant(g.leader_id in g.members, f"stable group {gid} without a leader")
+
+    # ------------------------------------------------------------------ shards
+
+    def _loaded(self, shard: int) -> bool:
+        s = self.shards.get(shard)
+        return s is not None and s.loaded
+
+    def _on_loaded(self, shard: int, now_ms: int) -> None:
+        s = self.shards.setdefault(shard, _Shard())
+        s.loaded = True
+        for g in self.groups.values():
+            if g.shard == shard:
+                for m in g.members.values():
+                    m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+        log.info("shard %d loaded", shard)
+
+    def _unload(self, shard: int, out: list[Effect]) -> None:
+        for gid in [gid for gid, g in self.groups.items() if g.shard == shard]:
+            g = self.groups.pop(gid)
+            for m in g.members.values():
+                if m.join_request is not None:
+                    out.append(Reply(m.join_request, self._join_error(E.NOT_COORDINATOR, "shard moved")))
+                if m.sync_request is not None:
+                    out.append(Reply(m.sync_request, self._sync_error(E.NOT_COORDINATOR, "shard moved")))
+        for wid in [w for w, pw in self._writes.items() if pw.group_id not in self.groups]:
+            del self._writes[wid]
+
+    def _shard_error(self, group_id: str) -> tuple[int, str] | None:
+        if not group_id:
+            return E.INVALID_GROUP_ID, "group id is empty"
+        shard = ot.partition_for(group_id, self.config.offsets_topic_num_partitions)
+        s = self.shards.get(shard)
+        if s is None:
+            return E.NOT_COORDINATOR, f"shard {shard} is not served here"
+        if not s.loaded:
+            return E.COORDINATOR_LOAD_IN_PROGRESS, f"shard {shard} is loading"
+        return None
+
+    # ------------------------------------------------------------------ requests
+
+    def _on_request(self, ev: RequestReceived, now_ms: int, out: list[Effect]) -> None:
+        b = ev.body
+        if isinstance(b, group_pb2.JoinGroupRequest):
+            self._join(ev, b, now_ms, out)
+        elif isinstance(b, group_pb2.SyncGroupRequest):
+            self._sync(ev.request_id, b, now_ms, out)
+        elif isinstance(b, group_pb2.HeartbeatRequest):
+            code, msg = self._heartbeat(b, now_ms)
+            out.append(Reply(ev.request_id, group_pb2.HeartbeatResponse(error_code=code, error_message=msg)))
+        elif isinstance(b, group_pb2.LeaveGroupRequest):
+            code, msg = self._leave(b, now_ms, out)
+            out.append(Reply(ev.request_id, group_pb2.LeaveGroupResponse(error_code=code, error_message=msg)))
+        elif isinstance(b, group_pb2.DescribeGroupsRequest):
+            out.append(Reply(ev.request_id, self._describe(b)))
+        elif isinstance(b, group_pb2.ListGroupsRequest):
+            out.append(Reply(ev.request_id, self._list(b)))
+        elif isinstance(b, group_pb2.FindCoordinatorRequest):
+            out.append(Reply(ev.request_id, self._find_coordinator(b)))
+        else:
+            raise TypeError(f"not a group request: {type(b).__name__}")
+
+    @staticmethod
+    def _join_error(code: int, msg: str, member_id: str = "") -> group_pb2.JoinGroupResponse:
+        return group_pb2.JoinGroupResponse(error_code=code, error_message=msg, generation_id=-1,
+                                           member_id=member_id)
+
+    @staticmethod
+    def _sync_error(code: int, msg: str) -> group_pb2.SyncGroupResponse:
+        return group_pb2.SyncGroupResponse(error_code=code, error_message=msg)
+
+    def _join(self, ev: RequestReceived, req: group_pb2.JoinGroupRequest, now_ms: int,
+              out: list[Effect]) -> None:
+        rid = ev.request_id
+
+        def fail(code: int, msg: str) -> None:
+            out.append(Reply(rid, self._join_error(code, msg, req.member_id)))
+
+        err = self._shard_error(req.group_id)
+        if err:
+            return fail(*err)
+        cfg = self.config
+        if not cfg.group_min_session_timeout_ms <= req.session_timeout_ms <= cfg.group_max_session_timeout_ms:
+            return fail(E.INVALID_SESSION_TIMEOUT,
+                        f"session.timeout.ms {req.session_timeout_ms} outside "
+                        f"[{cfg.group_min_session_timeout_ms}, {cfg.group_max_session_timeout_ms}]")
+        if req.protocol_type != CONSUMER_PROTOCOL_TYPE or not req.protocols:
+            return fail(E.INCONSISTENT_GROUP_PROTOCOL,
+                        f"protocol type must be {CONSUMER_PROTOCOL_TYPE!r} with at least one protocol")
+        protocols = []
+        for p in req.protocols:
+            if p.subscription.topic_pattern:
+                try:
+                    re.compile(p.subscription.topic_pattern)
+                except re.error as e:
+                    return fail(E.INVALID_REQUEST, f"bad topic pattern: {e}")
+            protocols.append((p.name, subscription_from_pb(p.subscription)))
+        names = {n for n, _ in protocols}
+        if not names & ASSIGNORS.keys():
+            return fail(E.INCONSISTENT_GROUP_PROTOCOL,
+                        f"no assignment strategy known here among {sorted(names)}; "
+                        f"known: {sorted(ASSIGNORS)}")
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.member_id:
+                return fail(E.UNKNOWN_MEMBER_ID, "unknown group")
+            group = Group(req.group_id, ot.partition_for(req.group_id, cfg.offsets_topic_num_partitions),
+                          state_timestamp_ms=now_ms)
+            self.groups[req.group_id] = group
+        if group.members:
+            if group.protocol_type not in (None, req.protocol_type):
+                return fail(E.INCONSISTENT_GROUP_PROTOCOL, "protocol type differs from the group's")
+            common = group.supported_protocols(exclude=req.member_id or None)
+            if common is not None and not (common & names & ASSIGNORS.keys()):
+                return fail(E.INCONSISTENT_GROUP_PROTOCOL,
+                            "no assignment strategy is supported by every member")
+        rebalance_timeout = req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else req.session_timeout_ms
+        if not req.member_id:
+            if len(group.members) >= cfg.group_max_size:
+                # Kafka answers GROUP_MAX_SIZE_REACHED (81), not yet in errors.proto.
+                return fail(E.INVALID_REQUEST, f"group.max.size {cfg.group_max_size} reached")
+            member_id = f"{ev.client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
+            member = Member(member_id, ev.client_id, req.client_host, req.session_timeout_ms,
+                            rebalance_timeout, tuple(protocols), join_request=rid,
+                            heartbeat_deadline_ms=now_ms + req.session_timeout_ms)
+            group.members[member_id] = member
+            group.protocol_type = req.protocol_type
+            log.info("[group=%s gen=%d] member %s joins", group.group_id, group.generation_id, member_id)
+            if group.state in (S.EMPTY, S.STABLE, S.COMPLETING_REBALANCE):
+                self._prepare_rebalance(group, now_ms, out)
+            self._maybe_complete_join(group, now_ms, out)
+            return
+        member = group.members.get(req.member_id)
+        if member is None:
+            return fail(E.UNKNOWN_MEMBER_ID, f"member {req.member_id} is not in the group")
+        changed = member.protocols != tuple(protocols)
+        if member.join_request is not None:
+            out.append(Reply(member.join_request,
+                             self._join_error(E.REBALANCE_IN_PROGRESS, "superseded by a newer join",
+                                              member.member_id)))
+        member.protocols = tuple(protocols)
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout
+        member.client_host = req.client_host or member.client_host
+        member.heartbeat_deadline_ms = now_ms + req.session_timeout_ms
+        member.join_request = rid
+        if group.state is S.STABLE and not changed:
+            member.join_request = None           # same subscription: answer the generation now
+            out.append(Reply(rid, self._join_response(group, member)))
+            return
+        if group.state is S.STABLE or (group.state is S.COMPLETING_REBALANCE and changed):
+            self._prepare_rebalance(group, now_ms, out)
+        self._maybe_complete_join(group, now_ms, out)
+
+    def _join_response(self, group: Group, member: Member) -> group_pb2.JoinGroupResponse:
+        resp = group_pb2.JoinGroupResponse(
+            error_code=E.NONE, generation_id=group.generation_id, protocol_type=group.protocol_type or "",
+            protocol_name=group.protocol or "", leader=group.leader_id or "", member_id=member.member_id)
+        if member.member_id == group.leader_id and group.protocol:
+            for m in group.members.values():
+                try:
+                    sub = m.subscription(group.protocol)
+                except KeyError:
+                    continue
+                resp.members.append(group_pb2.JoinGroupMember(
+                    member_id=m.member_id, subscription=subscription_to_pb(sub),
+                    client_id=m.client_id, client_host=m.client_host))
+        return resp
+
+    def _sync_response(self, group: Group, member: Member) -> group_pb2.SyncGroupResponse:
+        return group_pb2.SyncGroupResponse(
+            error_code=E.NONE, protocol_type=group.protocol_type or "", protocol_name=group.protocol or "",
+            assignment=assignment_to_pb(member.assignment))
+
+    def _member_check(self, group_id: str, member_id: str, generation_id: int | None
+                      ) -> tuple[Group | None, Member | None, tuple[int, str] | None]:
+        err = self._shard_error(group_id)
+        if err:
+            return None, None, err
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.EMPTY:
+            return group, None, (E.UNKNOWN_MEMBER_ID, "unknown group or group has no members")
+        member = group.members.get(member_id)
+        if member is None:
+            return group, None, (E.UNKNOWN_MEMBER_ID, f"member {member_id} is not in the group")
+        if generation_id is not None and generation_id != group.generation_id \
+                and group.state is not S.COMPLETING_REBALANCE:
+            return group, member, (E.ILLEGAL_GENERATION,
+                                   f"generation {generation_id} is not the group's {group.generation_id}")
+        return group, member, None
+
+    def _sync(self, rid: int, req: group_pb2.SyncGroupRequest, now_ms: int, out: list[Effect]) -> None:
+        group, member, err = self._member_check(req.group_id, req.member_id, req.generation_id)
+        if err:
+            out.append(Reply(rid, self._sync_error(*err)))
+            return
+        assert group is not None and member is not None
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        if group.state is S.PREPARING_REBALANCE:
+            out.append(Reply(rid, self._sync_error(E.REBALANCE_IN_PROGRESS, "the group is rebalancing")))
+        elif group.state is S.COMPLETING_REBALANCE:
+            if req.generation_id != group.generation_id:
+                out.append(Reply(rid, self._sync_error(E.REBALANCE_IN_PROGRESS, "the group is rebalancing")))
+                return
+            if member.sync_request is not None:
+                out.append(Reply(member.sync_request,
+                                 self._sync_error(E.REBALANCE_IN_PROGRESS, "superseded by a newer sync")))
+            member.sync_request = rid                   # answered when the generation is written
+        else:
+            out.append(Reply(rid, self._sync_response(group, member)))
+
+    def _heartbeat(self, req: group_pb2.HeartbeatRequest, now_ms: int) -> tuple[int, str]:
+        group, member, err = self._member_check(req.group_id, req.member_id, req.generation_id)
+        if member is not None:
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        if err:
+            return err
+        assert group is not None
+        if group.state in (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
+            return E.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin"
+        return E.NONE, ""
+
+    def _leave(self, req: group_pb2.LeaveGroupRequest, now_ms: int, out: list[Effect]) -> tuple[int, str]:
+        group, member, err = self._member_check(req.group_id, req.member_id, None)
+        if err:
+            return err
+        assert group is not None
+        log.info("[group=%s gen=%d] member %s leaves", group.group_id, group.generation_id, req.member_id)
+        self._remove_member(group, req.member_id, now_ms, out)
+        return E.NONE, ""
+
+    def _describe(self, req: group_pb2.DescribeGroupsRequest) -> group_pb2.DescribeGroupsResponse:
+        resp = group_pb2.DescribeGroupsResponse()
+        for gid in req.groups:
+            d = resp.groups.add(group_id=gid)
+            err = self._shard_error(gid)
+            if err:
+                d.error_code, d.error_message = err
+                continue
+            g = self.groups.get(gid)
+            if g is None:
+                d.group_state = S.DEAD.value
+                continue
+            d.group_state = g.state.value
+            d.protocol_type = g.protocol_type or ""
+            d.protocol_data = g.protocol or ""
+            d.generation_id = g.generation_id
+            d.leader = g.leader_id or ""
+            for m in g.members.values():
+                dm = d.members.add(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+                                   assignment=assignment_to_pb(m.assignment))
+                if g.protocol and g.protocol in m.protocol_names():
+                    dm.subscription.CopyFrom(subscription_to_pb(m.subscription(g.protocol)))
+        return resp
+
+    def _list(self, req: group_pb2.ListGroupsRequest) -> group_pb2.ListGroupsResponse:
+        resp = group_pb2.ListGroupsResponse()
+        if any(not s.loaded for s in self.shards.values()):
+            resp.error_code = E.COORDINATOR_LOAD_IN_PROGRESS
+            resp.error_message = "some shards are loading; the list is partial"
+        wanted = {s.lower() for s in req.states_filter}
+        for gid in sorted(self.groups):
+            g = self.groups[gid]
+            if self._loaded(g.shard) and (not wanted or g.state.value.lower() in wanted):
+                resp.groups.add(group_id=gid, protocol_type=g.protocol_type or "", group_state=g.state.value)
+        return resp
+
+    def _find_coordinator(self, req: group_pb2.FindCoordinatorRequest) -> group_pb2.FindCoordinatorResponse:
+        if req.key_type not in (group_pb2.COORDINATOR_TYPE_UNSPECIFIED, group_pb2.GROUP):
+            return group_pb2.FindCoordinatorResponse(error_code=E.INVALID_REQUEST,
+                                                     error_message="this is a group coordinator")
+        if not req.key:
+            return group_pb2.FindCoordinatorResponse(error_code=E.INVALID_GROUP_ID, error_message="empty key")
+        shard = ot.partition_for(req.key, self.config.offsets_topic_num_partitions)
+        if shard not in self.shards:
+            return group_pb2.FindCoordinatorResponse(error_code=E.COORDINATOR_NOT_AVAILABLE, shard=shard,
+                                                     error_message=f"shard {shard} is not served here")
+        c = self.config
+        return group_pb2.FindCoordinatorResponse(error_code=E.NONE, node_id=c.group_coordinator_id,
+                                                 host=c.host_name, port=c.port, endpoint=c.endpoint, shard=shard)
+
+    # ------------------------------------------------------------------ rebalancing
+
+    def _prepare_rebalance(self, group: Group, now_ms: int, out: list[Effect]) -> None:
+        if group.state is S.COMPLETING_REBALANCE:
+            group.rebalance_after_write = True       # after the generation in flight is written
+            return
+        if group.state is S.PREPARING_REBALANCE:
+            return
+        group.transition(S.PREPARING_REBALANCE, now_ms)
+        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        group.rebalance_deadline_ms = now_ms + timeout
+        log.info("[group=%s gen=%d] preparing rebalance", group.group_id, group.generation_id)
+
+    def _maybe_complete_join(self, group: Group, now_ms: int, out: list[Effect]) -> None:
+        if group.state is S.PREPARING_REBALANCE and group.all_joined():
+            self._complete_join(group, now_ms, out, timed_out=False)
+
+    def _remove_member(self, group: Group, member_id: str, now_ms: int, out: list[Effect]) -> None:
+        m = group.members.pop(member_id)
+        if m.join_request is not None:
+            out.append(Reply(m.join_request, self._join_error(E.UNKNOWN_MEMBER_ID, "member removed", member_id)))
+        if m.sync_request is not None:
+            out.append(Reply(m.sync_request, self._sync_error(E.UNKNOWN_MEMBER_ID, "member removed")))
+        if group.state is S.STABLE or group.state is S.COMPLETING_REBALANCE:
+            self._prepare_rebalance(group, now_ms, out)
+        self._maybe_complete_join(group, now_ms, out)
+
+    def resolve_topics(self, sub: Subscription) -> tuple[str, ...]:
+        """Explicit topics plus those the pattern matches (internal `__` topics excluded, as
+        Kafka's exclude.internal.topics)."""
+        topics = set(sub.topics)
+        if sub.topic_pattern:
+            pat = re.compile(sub.topic_pattern)
+            topics |= {t for t in self.topics if not t.startswith("__") and pat.fullmatch(t)}
+        return tuple(sorted(topics))
+
+    def _expected_partitions(self, group: Group) -> set[TopicPartition]:
+        out: set[TopicPartition] = set()
+        if group.protocol is None:
+            return out
+        for m in group.members.values():
+            try:
+                sub = m.subscription(group.protocol)
+            except KeyError:
+                continue
+            for t in self.resolve_topics(sub):
+                out |= {(t, p) for p in range(self.topics.get(t, 0))}
+        return out
+
+    def _select_protocol(self, group: Group) -> str:
+        candidates = (group.supported_protocols() or set()) & ASSIGNORS.keys()
+        _invariant(bool(candidates), f"group {group.group_id}: members share no protocol")
+        votes: dict[str, int] = {}
+        for m in group.members.values():
+            vote = next(n for n in m.protocol_names() if n in candidates)
+            votes[vote] = votes.get(vote, 0) + 1
+        return min(votes, key=lambda n: (-votes[n], n))
+
+    def _complete_join(self, group: Group, now_ms: int, out: list[Effect], *, timed_out: bool) -> None:
+        if timed_out:
+            for mid in [mid for mid, m in group.members.items() if m.join_request is None]:
+                log.info("[group=%s] member %s did not rejoin in time", group.group_id, mid)
+                group.members.pop(mid)
+                # (a parked sync cannot exist in PreparingRebalance)
+        group.generation_id += 1
+        group.rebalance_deadline_ms = None
+        if not group.members:
+            group.protocol = None
+            group.leader_id = None
+            group.transition(S.EMPTY, now_ms)
+            value = self._group_value(group, {})
+            self._write(group, "empty", value, out)
+            return
+        group.protocol = self._select_protocol(group)
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        subs: dict[str, Subscription] = {}
+        for mid, m in group.members.items():
+            sub = m.subscription(group.protocol)
+            owned = m.assignment or sub.owned_partitions
+            subs[mid] = Subscription(self.resolve_topics(sub), None, tuple(owned))
+        wanted = {t for s in subs.values() for t in s.topics}
+        result = assign(group.protocol, subs, {t: self.topics[t] for t in wanted if t in self.topics})
+        group.transition(S.COMPLETING_REBALANCE, now_ms)
+        group.pending_assignment = result
+        group.rebalance_after_write = False
+        value = self._group_value(group, result)
+        group.pending_write = self._write(group, "generation", value, out)
+        log.info("[group=%s gen=%d] join complete: %d members, protocol %s", group.group_id,
+                 group.generation_id, len(group.members), group.protocol)
+
+    def _group_value(self, group: Group, assignment: dict[str, tuple[TopicPartition, ...]]) -> bytes:
+        members = []
+        if group.protocol is not None:
+            for mid, m in group.members.items():
+                members.append(ot.MemberMetadata(
+                    mid, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms,
+                    encode_subscription(m.subscription(group.protocol)),
+                    encode_assignment(Assignment(assignment.get(mid, ())))))
+        return ot.encode_group_value(ot.GroupMetadataValue(
+            group.protocol_type or CONSUMER_PROTOCOL_TYPE, group.generation_id, group.protocol,
+            group.leader_id, group.state_timestamp_ms, tuple(members)))
+
+    def _write(self, group: Group, kind: str, value: bytes | None, out: list[Effect]) -> int:
+        wid = self._next_write_id
+        self._next_write_id += 1
+        self._writes[wid] = PendingWrite(group.group_id, kind, group.generation_id, value)
+        key = ot.encode_key(ot.GroupMetadataKey(group.group_id))
+        out.append(AppendRecords(wid, group.shard, ((key, value),)))
+        return wid
+
+    def _apply_group_value(self, group: Group, v: ot.GroupMetadataValue, *, live: bool) -> None:
+        """The one door for durable group state: loading (`replay`) and acknowledged writes."""
+        group.protocol_type = v.protocol_type
+        group.generation_id = v.generation
+        group.protocol = v.protocol
+        group.leader_id = v.leader
+        group.state_timestamp_ms = v.current_state_timestamp_ms
+        for mm in v.members:
+            assignment = decode_assignment(mm.assignment).partitions
+            m = group.members.get(mm.member_id)
+            if m is None:
+                if live:
+                    continue                  # it left while the write was in flight
+                m = Member(mm.member_id, mm.client_id, mm.client_host, mm.session_timeout_ms,
+                           mm.rebalance_timeout_ms, ((v.protocol or "", decode_subscription(mm.subscription)),))
+                group.members[mm.member_id] = m
+            m.assignment = assignment
+        if not live:
+            group.state = S.STABLE if group.members else S.EMPTY
+
+    def _on_write_completed(self, ev: WriteCompleted, now_ms: int, out: list[Effect]) -> None:
+        pw = self._writes.pop(ev.write_id, None)
+        if pw is None:
+            return
+        group = self.groups.get(pw.group_id)
+        if group is None or group.pending_write != ev.write_id:
+            if ev.error_code != E.NONE:
+                log.warning("group %s: write of a %s record failed (%d)", pw.group_id, pw.kind, ev.error_code)
+            return                               # an Empty-state write nobody waits for
+        group.pending_write = None
+        if pw.kind == "tombstone":
+            if ev.error_code == E.NONE and group.state is S.EMPTY:
+                group.transition(S.DEAD, now_ms)
+                del self.groups[group.group_id]
+                log.info("[group=%s] expired", group.group_id)
+            return
+        in_record = set(group.pending_assignment or ())
+        group.pending_assignment = None
+        if ev.error_code == E.NONE:
+            assert pw.value is not None
+            self._apply_group_value(group, ot.decode_group_value(pw.value), live=True)
+            if ev.base_offset >= 0:
+                group.log_offset = ev.base_offset
+            group.transition(S.STABLE, now_ms)
+            for mid, m in group.members.items():
+                if mid not in in_record:
+                    continue
+                if m.join_request is not None:
+                    out.append(Reply(m.join_request, self._join_response(group, m)))
+                    m.join_request = None
+                if m.sync_request is not None:
+                    out.append(Reply(m.sync_request, self._sync_response(group, m)))
+                    m.sync_request = None
+                m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+            log.info("[group=%s gen=%d] stable", group.group_id, group.generation_id)
+            if group.rebalance_after_write or any(mid not in in_record for mid in group.members):
+                group.rebalance_after_write = False
+                self._prepare_rebalance(group, now_ms, out)
+                self._maybe_complete_join(group, now_ms, out)
+            elif self._expected_partitions(group) != {tp for m in group.members.values() for tp in m.assignment}:
+                self._prepare_rebalance(group, now_ms, out)
+            return
+        code = ot.coordinator_error_for_append(ev.error_code)
+        log.warning("[group=%s gen=%d] generation write failed (%d): rebalancing", group.group_id,
+                    group.generation_id, ev.error_code)
+        for mid, m in group.members.items():
+            if mid not in in_record:
+                continue
+            if m.join_request is not None:
+                out.append(Reply(m.join_request, self._join_error(code, "could not store the generation", mid)))
+                m.join_request = None
+            if m.sync_request is not None:
+                out.append(Reply(m.sync_request, self._sync_error(code, "could not store the generation")))
+                m.sync_request = None
+        group.rebalance_after_write = False
+        group.transition(S.PREPARING_REBALANCE, now_ms)
+        group.rebalance_deadline_ms = now_ms + max((m.rebalance_timeout_ms for m in group.members.values()),
+                                                   default=0)
+        self._maybe_complete_join(group, now_ms, out)
+
+    def _on_metadata(self, ev: TopicMetadataChanged, now_ms: int, out: list[Effect]) -> None:
+        self.topics = dict(ev.partition_counts)
+        for group in list(self.groups.values()):
+            if not self._loaded(group.shard):
+                continue
+            if group.state is S.STABLE:
+                assigned = {tp for m in group.members.values() for tp in m.assignment}
+                if assigned != self._expected_partitions(group):
+                    log.info("[group=%s gen=%d] subscribed topics changed", group.group_id, group.generation_id)
+                    self._prepare_rebalance(group, now_ms, out)
+            elif group.state is S.COMPLETING_REBALANCE and group.pending_assignment is not None:
+                assigned = {tp for tps in group.pending_assignment.values() for tp in tps}
+                if assigned != self._expected_partitions(group):
+                    group.rebalance_after_write = True
+
+    def _expire_empty_groups(self, now_ms: int, out: list[Effect]) -> None:
+        retention_ms = self.config.offsets_retention_minutes * 60_000
+        for group in list(self.groups.values()):
+            if (group.state is S.EMPTY and self._loaded(group.shard) and group.pending_write is None
+                    and group.state_timestamp_ms >= 0 and group.state_timestamp_ms + retention_ms <= now_ms):
+                group.pending_write = self._write(group, "tombstone", None, out)

@@ -1,0 +1,34 @@
+"""The offset manager's typed config: Kafka's keys in snake_case."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetManagerConfig:
+    offset_manager_id: int = 0
+    host_name: str = "127.0.0.1"
+    port: int = 9096
+    zookeeper_connect: str = "127.0.0.1:2181/riverbed"
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 6000
+    socket_request_max_bytes: int = 104857600
+    # Kafka's bound on a commit's metadata string (OFFSET_METADATA_TOO_LARGE above it).
+    offset_metadata_max_bytes: int = 4096
+    offsets_topic_num_partitions: int = 50
+    # Offsets of a group with no members expire this long after it emptied (or the commit).
+    offsets_retention_minutes: int = 1440
+    offsets_retention_check_interval_ms: int = 600000
+    # The shell's acks=all write timeout; a timed-out commit is answered with an error.
+    offsets_commit_timeout_ms: int = 5000
+    offsets_commit_required_acks: int = -1
+
+    def __post_init__(self) -> None:
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port={self.port}: not a TCP port")
+        if self.offset_metadata_max_bytes < 0:
+            raise ValueError("offset.metadata.max.bytes must be >= 0")
+        if self.offsets_topic_num_partitions < 1:
+            raise ValueError("offsets.topic.num.partitions must be >= 1")
+        if self.offsets_retention_minutes < 1:
+            raise ValueError("offsets.retention.minutes must be >= 1")

@@ -1,0 +1,1 @@
+"""Pure core of the offset manager: no sockets, files, clocks or threads."""
