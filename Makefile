@@ -55,7 +55,7 @@ run: install
 	$(VENV)/bin/riverbed fleet up --data-dir $(RUN_DIR) --base-port $(BASE_PORT)
 
 bench: install
-	$(PY) -m loadgen.bench
+	$(PY) -m loadgen.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(RUN_DIR) .pytest_cache

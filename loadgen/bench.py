@@ -1,0 +1,241 @@
+"""`make bench`: a fixed produce matrix against a fleet of our own, each row beside a baseline.
+
+    .venv/bin/python -m loadgen.bench            # the matrix (a few minutes)
+    .venv/bin/python -m loadgen.bench --quick    # issue 3's figure: one producer, 100 B, acks=1,
+                                                 # one partition, through the gateway; one consumer
+    ... [--bootstrap-server tcp://HOST:PORT]     # use a running fleet instead of starting one
+    ... [--json FILE]                            # the rows as JSON too
+
+Matrix: record size 100 B and 1 KiB × acks 1 and all × replication factor 1 and 3 × compression
+none and lz4. acks=all with replication factor 1 is skipped (an ISR of one answers acks=all at
+once: the same path as acks=1) unless --full: 12 rows, 16 with --full. Every row produces to a
+fresh one-partition topic with Producer.send_many (the SDK's fast path) from this process, with
+batch.size 65536, linger.ms 5, max.in.flight 5.
+
+Baseline ("ratio" column): the same SDK building the same batches in this process with no
+network — BatchBuilder.append_values and build() into a null sink, for the same record size,
+batch size and compression, measured in the same run. ratio = row records/s ÷ baseline records/s:
+the share of the pure-Python building speed the whole path keeps.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import itertools
+import json
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+
+from loadgen import options
+from loadgen.perf import make_payloads, run
+
+__all__ = ["main", "baseline_records_per_sec", "matrix_rows", "format_table"]
+
+BATCH_SIZE = 65536
+LINGER_MS = 5
+MAX_IN_FLIGHT = 5
+RECORDS = {100: 2_000_000, 1024: 300_000}  # per row: ~2-20 s each on 2 shared cores
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    record_size: int
+    acks: str
+    replication_factor: int
+    compression: str
+
+
+def matrix_rows(full: bool = False) -> list[Row]:
+    rows = []
+    for size, acks, rf, comp in itertools.product((100, 1024), ("1", "all"), (1, 3),
+                                                  ("none", "lz4")):
+        if acks == "all" and rf == 1 and not full:
+            continue
+        rows.append(Row(size, acks, rf, comp))
+    return rows
+
+
+def baseline_records_per_sec(record_size: int, compression: str, num_records: int,
+                             batch_size: int = BATCH_SIZE, repeat: int = 3) -> float:
+    """Records/s of building and discarding the batches a producer would build for
+    num_records values of record_size (best of `repeat`)."""
+    from riverbed.records import BatchBuilder
+    from riverbed.producer import compression_from_name
+    codec = compression_from_name(compression)
+    payloads = make_payloads(record_size)
+    chunk = max(1, batch_size // (record_size + 8))
+    cycle = [payloads[i % len(payloads)] for i in range(chunk)]
+    best = float("inf")
+    sink = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        left = num_records
+        ts = int(time.time() * 1000)
+        while left > 0:
+            builder = BatchBuilder(compression=codec, batch_size=batch_size)
+            n = builder.append_values(ts, cycle if left >= chunk else cycle[:left])
+            sink += len(builder.build())    # the null sink
+            left -= n
+        best = min(best, time.perf_counter() - start)
+    return num_records / best
+
+
+def _perf(argv: list[str]):
+    args = options.parse_args(argv)
+    out = io.StringIO()
+    with contextlib.redirect_stderr(io.StringIO()):
+        summary, rc = run(args, live=False, out=out)
+    if rc != 0:
+        raise RuntimeError(f"riverbed-perf {' '.join(argv)} failed (rc {rc}):\n{out.getvalue()}")
+    return summary
+
+
+def run_row(bootstrap: str, row: Row, num_records: int) -> dict:
+    topic = f"bench-{row.record_size}-{row.acks}-rf{row.replication_factor}-{row.compression}-" \
+            f"{uuid.uuid4().hex[:6]}"
+    argv = ["produce", "--bootstrap-server", bootstrap, "--topic", topic,
+            "--num-records", str(num_records), "--record-size", str(row.record_size),
+            "--bulk", "--acks", row.acks, "--compression-type", row.compression,
+            "--batch-size", str(BATCH_SIZE), "--linger-ms", str(LINGER_MS),
+            "--max-in-flight", str(MAX_IN_FLIGHT), "--partition", "0",
+            "--create-topic", "--partitions", "1",
+            "--replication-factor", str(row.replication_factor),
+            "--reporting-interval", "60000", "--no-progress"]
+    try:
+        s = _perf(argv)
+    finally:
+        _delete_topic(bootstrap, topic)
+    return {"record_size": row.record_size, "acks": row.acks,
+            "replication_factor": row.replication_factor, "compression": row.compression,
+            "records": s.records, "records_per_sec": s.records_per_sec,
+            "mb_per_sec": s.mb_per_sec, "latency_p50_ms": s.latency_ms["p50"],
+            "latency_p99_ms": s.latency_ms["p99"]}
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    """Free the row's disk (RF 3 x 200-300 MB) before the next row."""
+    from riverbed import Admin
+    try:
+        with Admin(bootstrap=[bootstrap]) as admin:
+            admin.delete_topics([topic])
+    except Exception as e:  # noqa: BLE001 - the figures stand; only disk is at stake
+        print(f"  (could not delete {topic}: {e})", file=sys.stderr)
+
+
+def format_table(rows: list[dict]) -> str:
+    head = (f"{'size':>5} {'acks':>4} {'rf':>2} {'comp':>4} {'records':>8} {'records/s':>10} "
+            f"{'MB/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'baseline/s':>11} {'ratio':>6}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['record_size']:>5} {r['acks']:>4} {r['replication_factor']:>2} "
+                     f"{r['compression']:>4} {r['records']:>8} {r['records_per_sec']:>10,.0f} "
+                     f"{r['mb_per_sec']:>7.2f} {r['latency_p50_ms']:>7.1f} "
+                     f"{r['latency_p99_ms']:>7.1f} {r['baseline_records_per_sec']:>11,.0f} "
+                     f"{r['ratio']:>6.3f}")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _fleet(bootstrap: str | None):
+    if bootstrap:
+        yield bootstrap
+        return
+    from deploy.fleet import Fleet, free_base_port
+    d = tempfile.mkdtemp(prefix="riverbed-bench-")
+    base = free_base_port()
+    print(f"starting a fleet (3 storage nodes, 1 controller, 1 gateway) under {d}, base "
+          f"port {base}", file=sys.stderr, flush=True)
+    with Fleet(d, base, storage_nodes=3, controllers=1, gateways=1) as fleet:
+        fleet.up(detach=True)
+        yield fleet.gateway_endpoint
+    shutil.rmtree(d, ignore_errors=True)   # kept (with the services' logs) when a row failed
+
+
+def run_matrix(bootstrap: str, full: bool, scale: float) -> list[dict]:
+    rows = []
+    baselines: dict[tuple[int, str], float] = {}
+    for row in matrix_rows(full):
+        n = max(1000, int(RECORDS[row.record_size] * scale))
+        key = (row.record_size, row.compression)
+        if key not in baselines:
+            baselines[key] = baseline_records_per_sec(row.record_size, row.compression, n)
+        result = run_row(bootstrap, row, n)
+        result["baseline_records_per_sec"] = baselines[key]
+        result["ratio"] = result["records_per_sec"] / baselines[key]
+        rows.append(result)
+        print(f"  {row}: {result['records_per_sec']:,.0f} records/s", file=sys.stderr, flush=True)
+    return rows
+
+
+def run_quick(bootstrap: str, num_records: int, replication_factor: int) -> dict:
+    """Issue 3's figure: one producer (send(), then send_many()), 100 B, acks=1, one partition,
+    through the gateway; then one consumer reading the send() records back."""
+    topic = f"quick-{uuid.uuid4().hex[:8]}"
+    common = ["--bootstrap-server", bootstrap, "--num-records", str(num_records),
+              "--reporting-interval", "60000", "--no-progress"]
+    produce = ["produce", *common, "--record-size", "100", "--acks", "1", "--partition", "0",
+            "--create-topic", "--partitions", "1",
+               "--replication-factor", str(replication_factor)]
+    sent = _perf([*produce, "--topic", topic])
+    bulk = _perf([*produce, "--topic", topic + "-bulk", "--bulk"])
+    read = _perf(["consume", *common, "--topic", topic])
+    return {"num_records": num_records, "replication_factor": replication_factor,
+            "produce_send": {"records_per_sec": sent.records_per_sec, "mb_per_sec": sent.mb_per_sec,
+                             "latency_ms": sent.latency_ms},
+            "produce_send_many": {"records_per_sec": bulk.records_per_sec,
+                                  "mb_per_sec": bulk.mb_per_sec, "latency_ms": bulk.latency_ms},
+            "consume": {"records": read.records, "records_per_sec": read.records_per_sec,
+                        "mb_per_sec": read.mb_per_sec}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadgen.bench",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="only issue 3's figure (one producer, one consumer)")
+    parser.add_argument("--bootstrap-server", help="a running fleet's gateway (default: start one)")
+    parser.add_argument("--full", action="store_true", help="include acks=all x RF 1")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply records per row")
+    parser.add_argument("--num-records", type=int, default=500_000, help="--quick's records")
+    parser.add_argument("--replication-factor", type=int, default=1, help="--quick's topic")
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    with _fleet(args.bootstrap_server) as bootstrap:
+        if args.quick:
+            q = run_quick(bootstrap, args.num_records, args.replication_factor)
+            ps, pm, c = q["produce_send"], q["produce_send_many"], q["consume"]
+            print(f"issue-3 figure: {q['num_records']} x 100 B, acks=1, 1 partition "
+                  f"(replication factor {q['replication_factor']}), one process, via the gateway")
+            print(f"  produce send():      {ps['records_per_sec']:>12,.0f} records/s "
+                  f"{ps['mb_per_sec']:7.2f} MB/s  p50 {ps['latency_ms']['p50']:.1f} ms  "
+                  f"p99 {ps['latency_ms']['p99']:.1f} ms")
+            print(f"  produce send_many(): {pm['records_per_sec']:>12,.0f} records/s "
+                  f"{pm['mb_per_sec']:7.2f} MB/s  p50 {pm['latency_ms']['p50']:.1f} ms  "
+                  f"p99 {pm['latency_ms']['p99']:.1f} ms")
+            print(f"  consume poll():      {c['records_per_sec']:>12,.0f} records/s "
+                  f"{c['mb_per_sec']:7.2f} MB/s  ({c['records']} records read back)")
+            result: object = q
+        else:
+            rows = run_matrix(bootstrap, args.full, args.scale)
+            print(f"produce matrix: one process, send_many, 1 partition, batch.size {BATCH_SIZE}, "
+                  f"linger.ms {LINGER_MS}, max.in.flight {MAX_IN_FLIGHT}"
+                  + ("" if args.full else "; acks=all x RF1 skipped (same path as acks=1)"))
+            print(format_table(rows))
+            print("baseline: BatchBuilder.append_values + build() into a null sink, same size, "
+                  "batch size and compression, no network; ratio = records/s / baseline")
+            result = rows
+    print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""Command line of `riverbed-perf`: subcommands, Kafka-style `key=value` properties, and their
+mapping onto the SDK's keyword arguments.
+
+Properties use Kafka's dotted names (`batch.size=65536`, `linger.ms=5`, `acks=all`); each becomes
+the snake_case keyword of `riverbed.Producer` / `riverbed.Consumer` (`batch_size`, `linger_ms`)
+and is converted to the type of that keyword's default. The accepted names are read from the
+client's signature, so a keyword the SDK adds is accepted without a change here; an unknown name
+is an error naming it (exit code 2).
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+from typing import Any, Callable, Iterable, Mapping
+
+__all__ = ["PropertyError", "parse_props", "client_kwargs", "build_parser", "parse_args",
+           "producer_kwargs", "consumer_kwargs", "DEFAULT_REPORTING_INTERVAL_MS"]
+
+DEFAULT_REPORTING_INTERVAL_MS = 5000
+# Keywords the tool sets itself (or that make no sense from the command line).
+_RESERVED = {"bootstrap", "bootstrap_servers", "partitioner", "key_serializer",
+             "value_serializer", "key_deserializer", "value_deserializer", "_channel_factory",
+             "group_id"}
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+class PropertyError(ValueError):
+    """A bad `key=value` property (unknown key, bad value)."""
+
+
+def parse_props(items: Iterable[str] | None) -> dict[str, str]:
+    """['a.b=1', 'c=x=y'] -> {'a.b': '1', 'c': 'x=y'}; later keys win."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise PropertyError(f"property {item!r}: expected key=value")
+        out[key] = value.strip()
+    return out
+
+
+def _convert(key: str, raw: str, default: Any) -> Any:
+    if key == "acks":
+        v = raw.lower()
+        if v == "all":
+            return -1
+        try:
+            return int(v)
+        except ValueError:
+            raise PropertyError(f"acks={raw!r}: expected 0, 1, -1 or all") from None
+    if key == "compression_type":
+        return None if raw.lower() in ("", "none") else raw.lower()
+    try:
+        if isinstance(default, bool):
+            v = raw.lower()
+            if v in _TRUE:
+                return True
+            if v in _FALSE:
+                return False
+            raise ValueError(raw)
+        if isinstance(default, int):
+            # "5" -> 5; "5.0" -> 5; "0.5" -> 0.5 (linger.ms may be fractional in our SDK)
+            try:
+                return int(raw)
+            except ValueError:
+                f = float(raw)
+                return int(f) if f.is_integer() else f
+        if isinstance(default, float):
+            return float(raw)
+    except ValueError:
+        raise PropertyError(f"{key.replace('_', '.')}={raw!r}: expected a "
+                            f"{type(default).__name__}") from None
+    return raw
+
+
+def client_kwargs(cls: Callable, props: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka-named properties -> keyword arguments of `cls` (Producer or Consumer)."""
+    params = inspect.signature(cls).parameters
+    out: dict[str, Any] = {}
+    for key, raw in props.items():
+        name = key.replace(".", "_").replace("-", "_")
+        if name in ("bootstrap_servers", "bootstrap"):
+            continue  # --bootstrap-server wins
+        if name not in params or name in _RESERVED or name.startswith("_"):
+            known = sorted(p.replace("_", ".") for p in params
+                           if p not in _RESERVED and not p.startswith("_")
+                           and params[p].kind is inspect.Parameter.KEYWORD_ONLY)
+            raise PropertyError(f"unknown property {key!r} for {cls.__name__}; known: "
+                                f"{', '.join(known)}")
+        default = params[name].default
+        out[name] = _convert(name, raw, None if default is inspect.Parameter.empty else default)
+    return out
+
+
+# Direct flags -> Kafka property names (they override --producer-prop).
+_PRODUCER_FLAGS = {"acks": "acks", "batch_size": "batch.size", "linger_ms": "linger.ms",
+                   "compression_type": "compression.type",
+                   "max_in_flight": "max.in.flight.requests.per.connection"}
+
+
+def producer_kwargs(args: argparse.Namespace, producer_cls: Callable) -> dict[str, Any]:
+    props = parse_props(args.producer_prop)
+    for attr, key in _PRODUCER_FLAGS.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            props[key] = str(value)
+    return client_kwargs(producer_cls, props)
+
+
+def consumer_kwargs(args: argparse.Namespace, consumer_cls: Callable) -> dict[str, Any]:
+    props = parse_props(getattr(args, "consumer_prop", None))
+    if getattr(args, "fetch_min_bytes", None) is not None:
+        props["fetch.min.bytes"] = str(args.fetch_min_bytes)
+    return client_kwargs(consumer_cls, props)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _positive_int(text: str) -> int:
+    v = int(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: expected a positive integer")
+    return v
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", required=True, action="append", dest="bootstrap",
+                   metavar="ENDPOINT", help="a gateway, e.g. tcp://127.0.0.1:9092 (repeatable)")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--num-records", required=True, type=_positive_int, metavar="N")
+    p.add_argument("--reporting-interval", type=_positive_int,
+                   default=DEFAULT_REPORTING_INTERVAL_MS, metavar="MS",
+                   help="period of the interval rows (default 5000 ms)")
+    p.add_argument("--json", metavar="FILE", help="write the result as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="plot throughput and latency over time")
+    p.add_argument("--no-progress", action="store_true", help="no live line even on a TTY")
+
+
+def _topic_creation(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("topic creation (through Admin)")
+    g.add_argument("--create-topic", action="store_true",
+                   help="create the topic first (an existing topic is fine)")
+    g.add_argument("--partitions", type=_positive_int, default=1)
+    g.add_argument("--replication-factor", type=_positive_int, default=1)
+    g.add_argument("--topic-config", action="append", default=[], metavar="K=V")
+
+
+def _producer_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--producer-prop", "--producer-props", action="append", default=[],
+                   metavar="K=V", nargs="+", help="producer properties (Kafka names)")
+    p.add_argument("--acks", help="0, 1, -1 or all")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--linger-ms", type=float)
+    p.add_argument("--compression-type", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    p.add_argument("--max-in-flight", type=int,
+                   help="max.in.flight.requests.per.connection")
+    p.add_argument("--partition", type=int, help="send every record to this partition")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="riverbed-perf",
+        description="Load generator for Riverbed, shaped like Kafka's perf tools.")
+    sub = parser.add_subparsers(dest="mode", required=True)
+
+    p = sub.add_parser("produce", help="producer throughput and latency")
+    _common(p)
+    size = p.add_mutually_exclusive_group(required=True)
+    size.add_argument("--record-size", type=_positive_int, metavar="B")
+    size.add_argument("--payload-file", metavar="F",
+                      help="values are this file's records split by --payload-delimiter")
+    p.add_argument("--payload-delimiter", default="\\n")
+    p.add_argument("--throughput", type=float, default=-1.0, metavar="R",
+                   help="records/s cap over all processes; -1: no cap (default)")
+    p.add_argument("--processes", type=_positive_int, default=1, metavar="P")
+    p.add_argument("--bulk", action="store_true", help="send with Producer.send_many")
+    _producer_flags(p)
+    _topic_creation(p)
+
+    c = sub.add_parser("consume", help="consumer throughput")
+    _common(c)
+    c.add_argument("--consumer-prop", "--consumer-props", action="append", default=[],
+                   metavar="K=V", nargs="+", help="consumer properties (Kafka names)")
+    c.add_argument("--fetch-min-bytes", type=int)
+    c.add_argument("--from-beginning", action=argparse.BooleanOptionalAction, default=True,
+                   help="start at the earliest offsets (default) or at the end")
+    c.add_argument("--timeout-ms", type=_positive_int, default=10000,
+                   help="give up after this long without a record (default 10000)")
+
+    e = sub.add_parser("e2e", help="end-to-end latency at a fixed rate")
+    _common(e)
+    e.add_argument("--throughput", type=float, required=True, metavar="R")
+    e.add_argument("--record-size", type=_positive_int, default=100, metavar="B")
+    e.add_argument("--consumer-prop", "--consumer-props", action="append", default=[],
+                   metavar="K=V", nargs="+")
+    e.add_argument("--fetch-min-bytes", type=int)
+    e.add_argument("--timeout-ms", type=_positive_int, default=10000)
+    _producer_flags(e)
+    _topic_creation(e)
+    return parser
+
+
+def _flatten(v):
+    out = []
+    for item in v or ():
+        out.extend(item if isinstance(item, list) else [item])
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    for attr in ("producer_prop", "consumer_prop"):
+        if hasattr(args, attr):
+            setattr(args, attr, _flatten(getattr(args, attr)))
+    if getattr(args, "record_size", None) is not None and args.record_size < 8 and args.mode == "e2e":
+        build_parser().error("e2e needs --record-size >= 8 (the send time rides in the value)")
+    if args.mode == "e2e" and not args.throughput > 0:
+        build_parser().error("e2e needs a positive --throughput (a fixed rate)")
+    return args

@@ -1,0 +1,247 @@
+"""riverbed-perf's wiring without a network: fake clients stand in for the SDK's, so the send
+loops, per-batch latency accounting, reporting, JSON and plot are exercised in one process."""
+import io
+import json
+import threading
+
+import pytest
+
+from loadgen import bench, options, perf
+from loadgen.plot import PNG_MAGIC
+
+
+# --- fakes -----------------------------------------------------------------------------------
+
+class FakeBatch:
+    def __init__(self):
+        self.callbacks = []
+        self.done = False
+        self.error = None
+
+
+class FakeFuture:
+    def __init__(self, batch):
+        self._batch = batch
+
+    def add_done_callback(self, fn):
+        if self._batch.done:
+            fn(self)
+        else:
+            self._batch.callbacks.append(fn)
+        return self
+
+    def failed(self):
+        return self._batch.error is not None
+
+
+class FakeProducer:
+    """Batches of `per_batch` records, completed (on another thread) by flush()."""
+
+    def __init__(self, per_batch=7, fail_every=0):
+        self.per_batch = per_batch
+        self.fail_every = fail_every
+        self.batches = []
+        self.sent = []
+        self.closed = False
+
+    def _batch(self):
+        if not self.batches or len(self.batches[-1][1]) >= self.per_batch:
+            self.batches.append((FakeBatch(), []))
+        return self.batches[-1]
+
+    def send(self, topic, value, key=None, partition=None, headers=None, timestamp_ms=None):
+        batch, values = self._batch()
+        values.append(value)
+        self.sent.append(value)
+        return FakeFuture(batch)
+
+    def send_many(self, topic, values, partition=None, timestamp_ms=None):
+        futs = []
+        for start in range(0, len(values), self.per_batch):
+            chunk = values[start:start + self.per_batch]
+            b = FakeBatch()
+            self.batches.append((b, list(chunk)))
+            self.sent.extend(chunk)
+            futs.append(FakeFuture(b))
+        return futs
+
+    def flush(self):
+        def complete():
+            for i, (b, _) in enumerate(self.batches):
+                if not b.done:
+                    if self.fail_every and i % self.fail_every == 0:
+                        b.error = RuntimeError("boom")
+                    b.done = True
+                    for fn in b.callbacks:
+                        fn(FakeFuture(b))
+        t = threading.Thread(target=complete)   # like the SDK's sender thread
+        t.start()
+        t.join()
+
+    def close(self, timeout=None):
+        self.closed = True
+
+    def metrics(self):
+        return {"requests_sent": len(self.batches)}
+
+
+class FakeRecord:
+    def __init__(self, offset, value):
+        self.offset, self.value, self.key = offset, value, None
+
+
+class FakeConsumer:
+    def __init__(self, total, per_poll=300):
+        self.total, self.per_poll, self.next = total, per_poll, 0
+        self.closed = False
+
+    def poll(self, timeout_ms=0, max_records=None):
+        if self.next >= self.total:
+            return {}
+        n = min(self.per_poll, self.total - self.next)
+        recs = [FakeRecord(self.next + i, b"v" * 50) for i in range(n)]
+        self.next += n
+        return {("t", 0): recs}
+
+    def close(self):
+        self.closed = True
+
+
+def _args(*extra):
+    return options.parse_args(["produce", "--bootstrap-server", "tcp://127.0.0.1:1", "--topic",
+                               "t", "--num-records", "1000", "--record-size", "100",
+                               "--no-progress", *extra])
+
+
+# --- pure helpers ---------------------------------------------------------------------------
+
+def test_split_evenly():
+    assert perf.split_evenly(10, 3) == [4, 3, 3]
+    assert sum(perf.split_evenly(20001, 4)) == 20001
+    assert perf.split_evenly(2, 4) == [1, 1, 0, 0]
+
+
+def test_payloads_random_letters_or_file(tmp_path):
+    pool = perf.make_payloads(100, seed=1)
+    assert len(pool) == perf.PAYLOAD_POOL and {len(v) for v in pool} == {100}
+    assert all(65 <= c <= 90 for c in pool[0])
+    assert len(set(pool)) > 1
+    f = tmp_path / "payloads.txt"
+    f.write_bytes(b"alpha\nbeta\n\ngamma\n")
+    assert perf.make_payloads(payload_file=str(f)) == [b"alpha", b"beta", b"gamma"]
+    f.write_bytes(b"a|b")
+    assert perf.make_payloads(payload_file=str(f), delimiter="|") == [b"a", b"b"]
+    with pytest.raises(ValueError):
+        perf.make_payloads()
+
+
+def test_bulk_chunk_is_about_one_batch():
+    assert perf.bulk_chunk_records(16384, 100) == 151
+    assert perf.bulk_chunk_records(100, 1000) == 1
+
+
+def test_batch_group_counts_each_record_with_its_send_time(monkeypatch):
+    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
+    g = perf._BatchGroup(stats)
+    g.add(1_000_000, 10)
+    g.add(3_000_000, 10)
+    monkeypatch.setattr(perf.time, "perf_counter_ns", lambda: 5_000_000)
+    g.on_done(FakeFuture(FakeBatch()))
+    g.add(4_000_000, 10)       # the batch completed before this add: counted alone, at once
+    monkeypatch.undo()
+    assert stats.records == 3 and stats.bytes == 30
+    # latencies 4 ms, 2 ms (in the batch) and 1 ms (late add): mean 7/3 ms, max 4 ms
+    assert stats.hist.summary_ms()["avg"] == pytest.approx(7 / 3)
+    assert stats.hist.summary_ms()["max"] == pytest.approx(4.0)
+
+
+def test_failed_batches_count_as_errors_not_records():
+    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
+    g = perf._BatchGroup(stats, count=5, nbytes=50, sum_ns=0, first_ns=0)
+    b = FakeBatch()
+    b.error = RuntimeError("x")
+    g.on_done(FakeFuture(b))
+    assert (stats.records, stats.errors) == (0, 5)
+
+
+# --- whole runs with fake clients --------------------------------------------------------------
+
+@pytest.mark.parametrize("extra", [[], ["--bulk"], ["--throughput", "200000"]])
+def test_produce_run_reports_rows_summary_json_and_plot(monkeypatch, tmp_path, extra):
+    fake = FakeProducer()
+    monkeypatch.setattr(perf, "_producer", lambda spec: fake)
+    out = io.StringIO()
+    args = _args("--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png"),
+                 "--reporting-interval", "1", "--partition", "0", *extra)
+    summary, rc = perf.run(args, live=False, out=out)
+    assert rc == 0
+    assert len(fake.sent) == 1000 and fake.closed
+    assert summary.records == 1000 and summary.bytes == 100_000 and summary.errors == 0
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["mode"] == "produce" and doc["records"] == 1000
+    assert doc["records_per_sec"] > 0 and doc["mb_per_sec"] > 0 and doc["elapsed_s"] > 0
+    assert doc["latency_ms"]["max"] >= doc["latency_ms"]["p50"] >= 0
+    assert doc["timeline"], "at least the final (partial) window"
+    assert doc["config"]["producer"] == {}
+    assert doc["config"]["bulk"] == ("--bulk" in extra)
+    assert (tmp_path / "r.png").read_bytes()[:8] == PNG_MAGIC
+    lines = out.getvalue().splitlines()
+    assert lines[-1].startswith("1000 records sent, ")
+    assert lines[-1].endswith("99.9th.")
+    # the interval rows add up to every record
+    rows = [int(line.split()[0]) for line in lines[:-1]]
+    assert sum(rows) == 1000
+
+
+def test_produce_run_with_failures_exits_1(monkeypatch):
+    fake = FakeProducer(per_batch=10, fail_every=2)
+    monkeypatch.setattr(perf, "_producer", lambda spec: fake)
+    summary, rc = perf.run(_args(), live=False, out=io.StringIO())
+    assert rc == 1
+    assert summary.errors == 500 and summary.records == 500
+
+
+def test_consume_run_counts_records_and_bytes(monkeypatch, tmp_path):
+    fake = FakeConsumer(2500)
+    monkeypatch.setattr(perf, "_consumer", lambda spec: fake)
+    args = options.parse_args(["consume", "--bootstrap-server", "tcp://h:1", "--topic", "t",
+                               "--num-records", "2500", "--no-progress", "--json",
+                               str(tmp_path / "c.json")])
+    summary, rc = perf.run(args, live=False, out=io.StringIO())
+    assert rc == 0 and fake.closed
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["mode"] == "consume" and doc["records"] == 2500 and doc["bytes"] == 2500 * 50
+    assert doc["config"]["consumer"]["auto_offset_reset"] == "earliest"
+
+
+def test_consume_short_of_records_exits_1(monkeypatch):
+    monkeypatch.setattr(perf, "_consumer", lambda spec: FakeConsumer(10))
+    args = options.parse_args(["consume", "--bootstrap-server", "tcp://h:1", "--topic", "t",
+                               "--num-records", "20", "--no-progress", "--timeout-ms", "1"])
+    summary, rc = perf.run(args, live=False, out=io.StringIO())
+    assert (summary.records, rc) == (10, 1)
+
+
+def test_reporter_live_line_only_when_asked():
+    err = io.StringIO()
+    r = perf.Reporter("produce", 100, 1, live=True, out=io.StringIO(), err=err)
+    r._last_live = -1e9
+    r.handle(("progress", 0, 40))
+    assert "40/100 records" in err.getvalue() and err.getvalue().startswith("\r")
+    quiet = io.StringIO()
+    r2 = perf.Reporter("produce", 100, 1, live=False, out=io.StringIO(), err=quiet)
+    r2.handle(("progress", 0, 40))
+    assert quiet.getvalue() == ""
+
+
+def test_bench_matrix_and_baseline():
+    rows = bench.matrix_rows()
+    assert len(rows) == 12 and len(bench.matrix_rows(full=True)) == 16
+    assert not any(r.acks == "all" and r.replication_factor == 1 for r in rows)
+    assert bench.baseline_records_per_sec(100, "lz4", 2000, repeat=1) > 0
+    table = bench.format_table([{"record_size": 100, "acks": "1", "replication_factor": 3,
+                                 "compression": "lz4", "records": 10, "records_per_sec": 500.0,
+                                 "mb_per_sec": 0.05, "latency_p50_ms": 1.0,
+                                 "latency_p99_ms": 2.0, "baseline_records_per_sec": 1000.0,
+                                 "ratio": 0.5}])
+    assert table.splitlines()[-1].split()[-1] == "0.500"
