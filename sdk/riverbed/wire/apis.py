@@ -11,12 +11,17 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 
 from riverbed._proto.v1 import (
+    admin_ops_pb2,
     controller_pb2,
     fetch_pb2,
+    group_pb2,
     header_pb2,
     list_offsets_pb2,
     metadata_pb2,
+    offset_pb2,
     produce_pb2,
+    producer_id_pb2,
+    replication_pb2,
 )
 
 ApiKey = header_pb2.ApiKey
@@ -60,8 +65,27 @@ _api(ApiKey.CREATE_PARTITIONS, controller_pb2.CreatePartitionsRequest,
 _api(ApiKey.DESCRIBE_CONFIGS, controller_pb2.DescribeConfigsRequest,
      controller_pb2.DescribeConfigsResponse)
 _api(ApiKey.ALTER_CONFIGS, controller_pb2.AlterConfigsRequest, controller_pb2.AlterConfigsResponse)
-# Later APIs (groups, offsets, ...) are one line each, e.g.
-# _api(ApiKey.JOIN_GROUP, group_pb2.JoinGroupRequest, group_pb2.JoinGroupResponse)
+_api(ApiKey.INIT_PRODUCER_ID, producer_id_pb2.InitProducerIdRequest,
+     producer_id_pb2.InitProducerIdResponse)
+_api(ApiKey.ALTER_PARTITION, replication_pb2.AlterPartitionRequest,
+     replication_pb2.AlterPartitionResponse)
+_api(ApiKey.CONTROLLED_SHUTDOWN, replication_pb2.ControlledShutdownRequest,
+     replication_pb2.ControlledShutdownResponse)
+_api(ApiKey.ELECT_LEADERS, admin_ops_pb2.ElectLeadersRequest, admin_ops_pb2.ElectLeadersResponse)
+_api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, admin_ops_pb2.AlterPartitionReassignmentsRequest,
+     admin_ops_pb2.AlterPartitionReassignmentsResponse)
+_api(ApiKey.LIST_PARTITION_REASSIGNMENTS, admin_ops_pb2.ListPartitionReassignmentsRequest,
+     admin_ops_pb2.ListPartitionReassignmentsResponse)
+_api(ApiKey.FIND_COORDINATOR, group_pb2.FindCoordinatorRequest, group_pb2.FindCoordinatorResponse)
+_api(ApiKey.JOIN_GROUP, group_pb2.JoinGroupRequest, group_pb2.JoinGroupResponse)
+_api(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest, group_pb2.HeartbeatResponse)
+_api(ApiKey.LEAVE_GROUP, group_pb2.LeaveGroupRequest, group_pb2.LeaveGroupResponse)
+_api(ApiKey.SYNC_GROUP, group_pb2.SyncGroupRequest, group_pb2.SyncGroupResponse)
+_api(ApiKey.DESCRIBE_GROUPS, group_pb2.DescribeGroupsRequest, group_pb2.DescribeGroupsResponse)
+_api(ApiKey.LIST_GROUPS, group_pb2.ListGroupsRequest, group_pb2.ListGroupsResponse)
+_api(ApiKey.OFFSET_COMMIT, offset_pb2.OffsetCommitRequest, offset_pb2.OffsetCommitResponse)
+_api(ApiKey.OFFSET_FETCH, offset_pb2.OffsetFetchRequest, offset_pb2.OffsetFetchResponse)
+_api(ApiKey.OFFSET_DELETE, offset_pb2.OffsetDeleteRequest, offset_pb2.OffsetDeleteResponse)
 
 
 def api_name(key: int) -> str:

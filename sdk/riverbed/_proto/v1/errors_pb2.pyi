@@ -81,6 +81,7 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     OFFSET_NOT_AVAILABLE: _ErrorCode.ValueType  # 78
     MEMBER_ID_REQUIRED: _ErrorCode.ValueType  # 79
     PREFERRED_LEADER_NOT_AVAILABLE: _ErrorCode.ValueType  # 80
+    GROUP_MAX_SIZE_REACHED: _ErrorCode.ValueType  # 81
     ELECTION_NOT_NEEDED: _ErrorCode.ValueType  # 84
     NO_REASSIGNMENT_IN_PROGRESS: _ErrorCode.ValueType  # 85
     INVALID_RECORD: _ErrorCode.ValueType  # 87
@@ -143,6 +144,7 @@ UNKNOWN_LEADER_EPOCH: ErrorCode.ValueType  # 75
 OFFSET_NOT_AVAILABLE: ErrorCode.ValueType  # 78
 MEMBER_ID_REQUIRED: ErrorCode.ValueType  # 79
 PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode.ValueType  # 80
+GROUP_MAX_SIZE_REACHED: ErrorCode.ValueType  # 81
 ELECTION_NOT_NEEDED: ErrorCode.ValueType  # 84
 NO_REASSIGNMENT_IN_PROGRESS: ErrorCode.ValueType  # 85
 INVALID_RECORD: ErrorCode.ValueType  # 87

@@ -61,6 +61,8 @@ class _ApiKeyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiKey.ValueTy
     ALTER_PARTITION: _ApiKey.ValueType  # 28
     """leader -> controller: ISR change (Kafka's AlterPartition)"""
     DESCRIBE_CLUSTER: _ApiKey.ValueType  # 29
+    OFFSET_DELETE: _ApiKey.ValueType  # 30
+    """Kafka's OffsetDelete (47): offsets of a group without members"""
 
 class ApiKey(_ApiKey, metaclass=_ApiKeyEnumTypeWrapper):
     """Numbers are Riverbed's (zero means unset); names are Kafka's."""
@@ -96,6 +98,8 @@ LIST_PARTITION_REASSIGNMENTS: ApiKey.ValueType  # 27
 ALTER_PARTITION: ApiKey.ValueType  # 28
 """leader -> controller: ISR change (Kafka's AlterPartition)"""
 DESCRIBE_CLUSTER: ApiKey.ValueType  # 29
+OFFSET_DELETE: ApiKey.ValueType  # 30
+"""Kafka's OffsetDelete (47): offsets of a group without members"""
 Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
 
 @_typing.final
