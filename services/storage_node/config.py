@@ -59,6 +59,23 @@ class StorageNodeConfig:
     replica_socket_timeout_ms: int = 30000
     # Pause after a failed replica fetch (Kafka's replica.fetch.backoff.ms).
     replica_fetch_backoff_ms: int = 1000
+    # Bytes over a whole replica FETCH response (Kafka's default, 10 MiB); at least one batch
+    # is always returned so a batch above the limits still replicates.
+    replica_fetch_response_max_bytes: int = 10485760
+    # How often the leader checks its ISR for lagging followers (Kafka: lag.time.max.ms / 2).
+    replica_lag_check_interval_ms: int | None = None
+    # acks=-1 needs an ISR of at least this many (Kafka's broker default; topics override).
+    min_insync_replicas: int = 1
+    # Pause between ALTER_PARTITION retries after a network error or NOT_CONTROLLER.
+    alter_partition_retry_backoff_ms: int = 500
+
+    # How long a call to the controller (ALTER_PARTITION, CONTROLLED_SHUTDOWN) may take.
+    controller_socket_timeout_ms: int = 30000
+
+    # -- controlled shutdown (Kafka's keys and defaults) ---------------------------------
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5000
 
     # -- requests ------------------------------------------------------------------------
     # acks=-1 wait when the request's timeout_ms is 0 (Kafka's request.timeout.ms).
@@ -81,9 +98,27 @@ class StorageNodeConfig:
             raise ConfigError("num.replica.fetchers must be >= 1")
         if self.replica_fetch_max_bytes <= 0:
             raise ConfigError("replica.fetch.max.bytes must be positive")
+        if self.replica_fetch_response_max_bytes <= 0:
+            raise ConfigError("replica.fetch.response.max.bytes must be positive")
+        if self.replica_fetch_wait_max_ms < 0 or self.replica_fetch_min_bytes < 0:
+            raise ConfigError("replica.fetch.wait.max.ms / replica.fetch.min.bytes must be >= 0")
+        if self.replica_lag_time_max_ms <= 0:
+            raise ConfigError("replica.lag.time.max.ms must be positive")
+        if self.min_insync_replicas < 1:
+            raise ConfigError("min.insync.replicas must be >= 1")
+        if self.controlled_shutdown_max_retries < 0:
+            raise ConfigError("controlled.shutdown.max.retries must be >= 0")
+        if self.controlled_shutdown_retry_backoff_ms < 0:
+            raise ConfigError("controlled.shutdown.retry.backoff.ms must be >= 0")
         if self.log_cleanup_policy not in ("delete", "compact", "compact,delete", "delete,compact"):
             raise ConfigError(f"log.cleanup.policy={self.log_cleanup_policy!r}: "
                               "expected delete, compact or both")
+
+    @property
+    def effective_replica_lag_check_interval_ms(self) -> int:
+        if self.replica_lag_check_interval_ms is not None:
+            return max(1, self.replica_lag_check_interval_ms)
+        return max(1, self.replica_lag_time_max_ms // 2)
 
     @property
     def endpoint(self) -> str:

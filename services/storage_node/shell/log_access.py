@@ -15,6 +15,8 @@ from services.storage_node.log import LogConfig, LogManager, PartitionLog, files
 log = logging.getLogger(__name__)
 
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+# Topic-level keys the replica layer reads (not passed to the log's LogConfig).
+REPLICATION_TOPIC_KEYS = frozenset({"min.insync.replicas", "unclean.leader.election.enable"})
 
 
 def _now_ms() -> int:
@@ -69,6 +71,9 @@ class Logs:
         return self.manager.get(tp[0], tp[1])
 
     def get_or_create(self, tp, topic_configs: dict[str, str]) -> PartitionLog:
+        # The replica layer's topic keys (min.insync.replicas, ...) are not the log's.
+        topic_configs = {k: v for k, v in (topic_configs or {}).items()
+                         if k not in REPLICATION_TOPIC_KEYS}
         # Validate the topic's overrides first: a bad value is INVALID_CONFIG, nothing created.
         LogConfig.from_topic_configs(self.defaults, topic_configs)
         return self.manager.get_or_create(tp[0], tp[1], topic_configs or None, now_ms=_now_ms())
@@ -149,3 +154,17 @@ def truncate_fully_and_start_at(plog, offset: int) -> None:
     plog.truncate_fully_and_start_at(offset, now_ms=_now_ms())
 
 
+def epoch_entries(plog) -> list[tuple[int, int]]:
+    """The leader-epoch cache: (epoch, start offset) pairs, oldest first."""
+    return list(plog.epochs.entries)
+
+
+def latest_epoch(plog) -> int:
+    entries = plog.epochs.entries
+    return entries[-1][0] if entries else -1
+
+
+def assign_epoch(plog, epoch: int, start_offset: int) -> None:
+    """Record that `epoch` starts at `start_offset` (a new leader; written to
+    leader-epoch-checkpoint)."""
+    plog.assign_epoch(epoch, start_offset)

@@ -1,8 +1,15 @@
 """The storage node's shell: RpcServer handlers, the LogManager, ZooKeeper registration, the
 replica fetchers and the purgatory clock. Decisions live in the core (`services.storage_node.core`):
 replica state and epochs (`replica_state`), produce admission (`produce_admission`), delayed
-produce and fetch long poll (`purgatory`). Everything here runs on one asyncio loop; kazoo's
-threads only hand events over with `loop.call_soon_threadsafe`.
+produce and fetch long poll (`purgatory`), ISR tracking (`isr`), leader-epoch divergence
+(`divergence`). Everything here runs on one asyncio loop; kazoo's threads only hand events over
+with `loop.call_soon_threadsafe`.
+
+Replication (issue 4): followers pull in batches (`replica_fetcher`); the leader tracks each
+follower's caught-up time, proposes ISR changes to the active controller with ALTER_PARTITION
+(at most one in flight per partition) and applies them only once committed; divergent followers
+are told where their log stops agreeing (FETCH diverging_epoch) and truncate there; on SIGTERM
+the node asks the controller for a CONTROLLED_SHUTDOWN before it stops serving.
 
 Appends are synchronous file writes on the loop thread (fast enough; no thread hop).
 """
@@ -16,21 +23,25 @@ import signal
 import time
 
 from riverbed import errors
-from riverbed._proto.v1 import (controller_pb2, fetch_pb2, list_offsets_pb2, produce_pb2)
+from riverbed._proto.v1 import (controller_pb2, fetch_pb2, list_offsets_pb2, produce_pb2,
+                                replication_pb2)
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.framing import Request
 
 from services.common import zk as zkmod
 from services.common import znodes
-from services.common.rpc import Reply, RpcServer
+from services.common.rpc import AsyncChannel, Reply, RpcServer
 from services.storage_node.config import StorageNodeConfig
-from services.storage_node.core.produce_admission import (admit_partition, check_acks,
-                                                          max_batch_bytes)
+from services.storage_node.core import divergence
+from services.storage_node.core.produce_admission import (acks_all_result, admit_partition,
+                                                          check_acks, max_batch_bytes,
+                                                          min_insync_replicas)
 from services.storage_node.core.purgatory import (FetchDecision, FetchWaiters, ProducePurgatory,
                                                   decide_fetch)
-from services.storage_node.core.replica_state import (NONE, BecomeFollower, BecomeLeader,
-                                                      LocalLog, PartitionStateIn, ReplicaManager,
-                                                      Role)
+from services.storage_node.core.replica_state import (NONE, AlterIsr, AlterPartitionResult,
+                                                      BecomeFollower, BecomeLeader, LocalLog,
+                                                      PartitionStateIn, ReplicaManager, Role,
+                                                      fetcher_id)
 from services.storage_node.shell import log_access
 from services.storage_node.shell.replica_fetcher import ReplicaFetcher, whole_batches_end
 
@@ -42,8 +53,17 @@ OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.code
 INVALID_REQUEST = errors.InvalidRequestError.code
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
 INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcksError.code
+# Per-partition ALTER_PARTITION answers worth resending (the controller moved or was busy).
+RETRIABLE_ALTER_CODES = frozenset({errors.NotControllerError.code,
+                                   errors.RequestTimedOutError.code,
+                                   errors.NetworkError.code,
+                                   errors.CoordinatorNotAvailableError.code})
 # The tick task wakes at least this often even with nothing waiting (bounds clock drift).
 IDLE_TICK_S = 1.0
+
+
+class NoActiveController(errors.NotControllerError):
+    """No /controller znode (or no session to read it): retriable for ALTER_PARTITION."""
 
 
 def now_ms() -> int:
@@ -65,7 +85,12 @@ class StorageNode:
         self._ids = itertools.count(1)
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.leader_endpoints: dict[int, str] = {}
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self.broker_epoch = -1                     # czxid of our /brokers/ids/<id>
+        self._controller_channels: dict[str, AsyncChannel] = {}
+        self._stopping = False
+        self._closing = False            # no new background work (ISR proposals)
+        self._alter_tasks: set[asyncio.Task] = set()
         self.logs: log_access.Logs | None = None
         self.server: RpcServer | None = None
         self.zk = None
@@ -105,11 +130,17 @@ class StorageNode:
                 tick = tg.create_task(self._tick_loop())
                 await self._stop.wait()
                 log.info("[node %d] stopping", cfg.broker_id)
+                self._stopping = True
+                # Still serving: the controller moves leadership away while we answer fetches.
+                await self._controlled_shutdown()
+                self._closing = True
                 serve.cancel()
                 tick.cancel()
                 for f in list(self.fetchers.values()):
                     if f.task is not None:
                         f.task.cancel()
+                for t in list(self._alter_tasks):
+                    t.cancel()
         finally:
             await self._shutdown()
         return 0
@@ -117,6 +148,9 @@ class StorageNode:
     async def _shutdown(self) -> None:
         if self.server is not None:
             await self.server.close()
+        for ch in self._controller_channels.values():
+            await ch.close()
+        self._controller_channels.clear()
         for fut in itertools.chain(self._produce_futs.values(), self._fetch_futs.values()):
             if not fut.done():
                 fut.cancel()
@@ -159,11 +193,15 @@ class StorageNode:
         while True:
             try:
                 self.zk.create(path, data, ephemeral=True)
-                log.info("[node %d] registered %s", cfg.broker_id, path)
+                stat = self.zk.exists(path)
+                self.broker_epoch = stat.czxid if stat is not None else -1
+                log.info("[node %d] registered %s (broker epoch %d)", cfg.broker_id, path,
+                         self.broker_epoch)
                 return
             except NodeExistsError:
                 stat = self.zk.exists(path)
                 if stat is not None and stat.ephemeralOwner == self.zk.client_id[0]:
+                    self.broker_epoch = stat.czxid
                     return
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{path} is held by another session: is broker.id "
@@ -183,8 +221,14 @@ class StorageNode:
     # -- the clock ---------------------------------------------------------------------------
     async def _tick_loop(self) -> None:
         next_log_tick = 0
+        next_isr_check = 0
+        isr_interval = self.cfg.effective_replica_lag_check_interval_ms
         while True:
             now = now_ms()
+            if now >= next_isr_check:
+                next_isr_check = now + isr_interval
+                for eff in self.core.isr_tick(now, self.cfg.replica_lag_time_max_ms):
+                    self._propose_isr(eff, "shrink")
             if now >= next_log_tick:
                 next_log_tick = now + int(IDLE_TICK_S * 1000)
                 try:
@@ -197,7 +241,8 @@ class StorageNode:
             for wid in self.fetch_waiters.tick(now):
                 self._wake_fetch(wid)
             deadlines = [d for d in (self.produce_purgatory.next_deadline_ms(),
-                                     self.fetch_waiters.next_deadline_ms()) if d is not None]
+                                     self.fetch_waiters.next_deadline_ms(), next_isr_check)
+                         if d is not None]
             wait_s = IDLE_TICK_S
             if deadlines:
                 wait_s = min(wait_s, max(0.0, (min(deadlines) - now_ms()) / 1000.0))
@@ -222,9 +267,16 @@ class StorageNode:
             self._wake_fetch(wid)
 
     def _finish_produce(self, op) -> None:
+        for tp, code in op.results.items():
+            if code == NONE:
+                op.results[tp] = acks_all_result(code, self.core.isr_size(tp),
+                                                 self._min_insync(tp[0]))
         fut = self._produce_futs.pop(op.op_id, None)
         if fut is not None and not fut.done():
             fut.set_result(op.results)
+
+    def _min_insync(self, topic: str) -> int:
+        return min_insync_replicas(self.topic_configs.get(topic), self.cfg.min_insync_replicas)
 
     def _wake_fetch(self, wid: int) -> None:
         fut = self._fetch_futs.get(wid)
@@ -251,7 +303,8 @@ class StorageNode:
                 continue
             payload = _buf(req.payloads[i])
             adm = admit_partition(self.core, tp, payload, max_batch_bytes(
-                self.topic_configs.get(tp[0]), self.cfg.message_max_bytes))
+                self.topic_configs.get(tp[0]), self.cfg.message_max_bytes),
+                acks=body.acks, min_insync=self._min_insync(tp[0]))
             if not adm.ok:
                 results[tp] = [adm.error_code, adm.error_message, -1, -1]
                 continue
@@ -308,20 +361,15 @@ class StorageNode:
         entries = [(t.name, p) for t in body.topics for p in t.partitions]
         replica_id = body.replica_id
         is_follower = replica_id >= 0
+        prechecked: dict[int, dict] = {}
         if is_follower:
-            for topic, p in entries:
-                tp = (topic, p.partition)
-                r = self.core.get(tp)
-                if r is not None and r.role is Role.LEADER and p.fetch_offset >= 0 \
-                        and replica_id in r.replicas and replica_id != self.cfg.broker_id:
-                    if self.core.on_follower_fetch(tp, replica_id, p.fetch_offset):
-                        self._partition_changed(tp, True)
+            prechecked = self._follower_fetch_precheck(replica_id, entries)
         start = now_ms()
         deadline = start + body.max_wait_ms
         wid = None
         try:
             while True:
-                parts, any_error = self._read_fetch(body, entries, is_follower)
+                parts, any_error = self._read_fetch(body, entries, is_follower, prechecked)
                 decision = decide_fetch((len(d) for _, d in parts), min_bytes=body.min_bytes,
                                         now_ms=now_ms(), deadline_ms=deadline,
                                         any_error=any_error)
@@ -339,12 +387,61 @@ class StorageNode:
                 self.fetch_waiters.remove(wid)
                 self._fetch_futs.pop(wid, None)
 
-    def _read_fetch(self, body, entries, is_follower: bool):
-        """Per partition (response fields, data) in request order, and whether any failed."""
+    def _follower_fetch_precheck(self, replica_id: int, entries) -> dict[int, dict]:
+        """A follower's FETCH, checked once on arrival (Kafka Partition.fetchRecords): its view
+        of the leader epoch (FENCED / UNKNOWN_LEADER_EPOCH), then whether its log diverges from
+        ours (answer diverging_epoch/diverging_end_offset, no data), then the offset range.
+        Only a fetch that passes records the follower's log end (and may add it to the ISR).
+        Returns the response fields of the partitions answered here, by entry index."""
+        out: dict[int, dict] = {}
+        now = now_ms()
+        for i, (topic, p) in enumerate(entries):
+            tp = (topic, p.partition)
+            r = self.core.get(tp)
+            if r is None or r.role is not Role.LEADER:
+                continue        # _read_fetch answers UNKNOWN / NOT_LEADER
+            plog = self.logs.get(tp)
+            leo = log_access.log_end_offset(plog)
+            lso = log_access.log_start_offset(plog)
+            fields = dict(partition=p.partition, error_code=NONE, error_message="",
+                          high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
+                          log_start_offset=lso, log_end_offset=leo, leader_epoch=r.leader_epoch,
+                          diverging_epoch=-1, diverging_end_offset=-1)
+            code = divergence.check_current_leader_epoch(p.current_leader_epoch, r.leader_epoch)
+            if code != NONE:
+                fields.update(error_code=code, error_message=(
+                    f"follower's leader epoch {p.current_leader_epoch}, "
+                    f"leader's {r.leader_epoch}"))
+                out[i] = fields
+                continue
+            if replica_id not in r.replicas or replica_id == self.cfg.broker_id:
+                continue        # not a replica of ours: served like a consumer of the log end
+            div = divergence.diverging_epoch(log_access.epoch_entries(plog), leo,
+                                             p.last_fetched_epoch, p.fetch_offset,
+                                             r.high_watermark)
+            if div is not None:
+                fields.update(diverging_epoch=div[0], diverging_end_offset=div[1])
+                log.info("[%s-%d leader_epoch=%d] follower %d diverges: its epoch %d at offset "
+                         "%d; epoch %d ends at %d here", topic, p.partition, r.leader_epoch,
+                         replica_id, p.last_fetched_epoch, p.fetch_offset, div[0], div[1])
+                out[i] = fields
+                continue
+            if p.fetch_offset < lso or p.fetch_offset > leo:
+                continue        # _read_fetch answers OFFSET_OUT_OF_RANGE
+            if self.core.on_follower_fetch(tp, replica_id, p.fetch_offset, now):
+                self._partition_changed(tp, True)
+            alter = self.core.maybe_expand_isr(tp, replica_id)
+            if alter is not None:
+                self._propose_isr(alter, "expand")
+        return out
+
+    def _read_fetch(self, body, entries, is_follower: bool, prechecked=None):
+        """Per partition (response fields, data) in request order, and whether any failed
+        (or must be answered at once: a diverging follower)."""
         out = []
         any_error = False
         remaining = body.max_bytes if body.max_bytes > 0 else None
-        for topic, p in entries:
+        for i, (topic, p) in enumerate(entries):
             tp = (topic, p.partition)
             r = self.core.get(tp)
             fields = dict(partition=p.partition, error_code=NONE, error_message="",
@@ -352,6 +449,10 @@ class StorageNode:
                           log_end_offset=-1, leader_epoch=-1, diverging_epoch=-1,
                           diverging_end_offset=-1)
             data = b""
+            if prechecked and i in prechecked:
+                out.append((prechecked[i], b""))
+                any_error = True
+                continue
             if r is None:
                 fields.update(error_code=UNKNOWN_TOPIC_OR_PARTITION,
                               error_message=f"{topic}-{p.partition} is not hosted here")
@@ -374,7 +475,7 @@ class StorageNode:
                     limit = p.partition_max_bytes or self.cfg.replica_fetch_max_bytes
                     if remaining is not None:
                         limit = min(limit, max(remaining, 0))
-                    if limit > 0 or not out:
+                    if limit > 0 or not any(d for _, d in out):
                         data = log_access.read(plog, p.fetch_offset, max(limit, 1), upper)
                         if remaining is not None:
                             remaining -= len(data)
@@ -440,7 +541,7 @@ class StorageNode:
     async def handle_leader_and_isr(self, req: Request) -> Reply:
         body: controller_pb2.LeaderAndIsrRequest = req.body
         states = [PartitionStateIn(s.topic, s.partition, s.leader, s.leader_epoch, tuple(s.isr),
-                                   tuple(s.replicas), dict(s.topic_configs))
+                                   tuple(s.replicas), dict(s.topic_configs), s.zk_version)
                   for s in body.partitions]
         plan = self.core.plan_leader_and_isr(body.controller_epoch, states)
         resp = controller_pb2.LeaderAndIsrResponse(error_code=plan.error_code,
@@ -465,11 +566,16 @@ class StorageNode:
                         if isinstance(e, errors.KafkaError) else errors.InvalidConfigError.code
                     continue
                 local[s.tp] = LocalLog(log_access.log_end_offset(plog),
-                                       self.logs.high_watermark_checkpoint(s.tp))
+                                       self.logs.high_watermark_checkpoint(s.tp),
+                                       log_access.latest_epoch(plog))
                 accepted.append(s)
             plan = dataclasses.replace(plan, accepted=tuple(accepted))
-            for eff in self.core.apply_leader_and_isr(plan, local):
+            for eff in self.core.apply_leader_and_isr(plan, local, now_ms()):
                 self._apply_role_change(eff)
+            for s in plan.accepted:      # an ISR the controller changed may move the HW
+                r = self.core.get(s.tp)
+                if r is not None and r.role is Role.LEADER:
+                    self._partition_changed(s.tp, True)
             self._reconcile_fetchers()
         for s in body.partitions:
             resp.partitions.add(topic=s.topic, partition=s.partition,
@@ -479,10 +585,12 @@ class StorageNode:
     def _apply_role_change(self, eff) -> None:
         tp = eff.tp
         if isinstance(eff, BecomeLeader):
-            log.info("[%s-%d leader_epoch=%d] became leader", tp[0], tp[1], eff.leader_epoch)
+            log.info("[%s-%d leader_epoch=%d] became leader; epoch starts at offset %d",
+                     tp[0], tp[1], eff.leader_epoch, eff.start_offset)
+            log_access.assign_epoch(self.logs.get(tp), eff.leader_epoch, eff.start_offset)
             self._partition_changed(tp, True)
         elif isinstance(eff, BecomeFollower):
-            log.info("[%s-%d leader_epoch=%d] became follower of %d, truncating to %d",
+            log.info("[%s-%d leader_epoch=%d] became follower of %d from offset %d",
                      tp[0], tp[1], eff.leader_epoch, eff.leader, eff.truncate_to)
             for op in self.produce_purgatory.on_leadership_lost(tp):
                 self._finish_produce(op)
@@ -492,25 +600,28 @@ class StorageNode:
             self._partition_changed(tp, False)
 
     def _reconcile_fetchers(self) -> None:
-        wanted = self.core.followed_leaders()
-        for leader_id, f in list(self.fetchers.items()):
-            endpoint = self.leader_endpoints.get(leader_id)
-            if leader_id not in wanted or f.endpoint != endpoint or f.task is None or f.task.done():
+        """One fetcher task per (leader, fetcher id): num.replica.fetchers per leader."""
+        n = self.cfg.num_replica_fetchers
+        wanted = self.core.followed_fetchers(n)
+        for key, f in list(self.fetchers.items()):
+            endpoint = self.leader_endpoints.get(key[0])
+            if key not in wanted or f.endpoint != endpoint or f.task is None or f.task.done():
                 if f.task is not None:
                     f.task.cancel()
-                del self.fetchers[leader_id]
-        for leader_id in wanted:
-            if leader_id in self.fetchers:
+                del self.fetchers[key]
+        for key in wanted:
+            if key in self.fetchers:
                 continue
+            leader_id, fid = key
             endpoint = self.leader_endpoints.get(leader_id)
             if endpoint is None:
                 log.warning("no endpoint known for leader %d; not fetching %s", leader_id,
-                            wanted[leader_id])
+                            wanted[key])
                 continue
-            f = ReplicaFetcher(self, leader_id, endpoint)
+            f = ReplicaFetcher(self, leader_id, endpoint, fid, n)
             f.task = self._tg.create_task(f.run()) if self._tg is not None \
                 else asyncio.create_task(f.run())
-            self.fetchers[leader_id] = f
+            self.fetchers[key] = f
 
     async def handle_stop_replica(self, req: Request) -> Reply:
         body: controller_pb2.StopReplicaRequest = req.body
@@ -552,6 +663,26 @@ class StorageNode:
         moved = self.core.on_follower_appended(tp, log_access.log_end_offset(plog), leader_hw)
         self._partition_changed(tp, moved)
 
+    def truncate_on_divergence(self, tp, sent_epoch: int, sent_offset: int, leader_id: int,
+                               div_epoch: int, div_end_offset: int) -> None:
+        """The leader says our log diverges after (div_epoch, div_end_offset): truncate where
+        our epochs and its answer agree (core.divergence), then the next fetch goes on."""
+        r = self.core.get(tp)
+        if r is None or r.role is not Role.FOLLOWER or r.leader != leader_id \
+                or r.leader_epoch != sent_epoch or r.log_end_offset != sent_offset:
+            return
+        plog = self.logs.get(tp)
+        leo = log_access.log_end_offset(plog)
+        target = divergence.follower_truncation_offset(
+            log_access.epoch_entries(plog), leo, r.high_watermark, div_epoch, div_end_offset)
+        log.info("[%s-%d leader_epoch=%d] leader %d: diverging epoch %d ends at %d; truncating "
+                 "%d -> %d", tp[0], tp[1], r.leader_epoch, leader_id, div_epoch, div_end_offset,
+                 leo, target)
+        if target < leo:
+            log_access.truncate_to(plog, target)
+        self.core.on_truncated(tp, log_access.log_end_offset(plog))
+        self._partition_changed(tp, False)
+
     def reset_follower_offset(self, tp, leader_id: int, leader_leo: int,
                               leader_log_start: int) -> None:
         r = self.core.get(tp)
@@ -575,3 +706,139 @@ class StorageNode:
             self.logs.write_high_watermarks(hws)
         except Exception:
             log.exception("writing the high-watermark checkpoint failed")
+
+    # =========================================================================================
+    # talking to the controller: ALTER_PARTITION, CONTROLLED_SHUTDOWN
+
+    async def _controller_channel(self) -> AsyncChannel:
+        """A channel to the active controller, whose endpoint is in the /controller znode."""
+        if self.zk is None:
+            raise errors.NotControllerError("no ZooKeeper session")
+        try:
+            data, _ = await asyncio.to_thread(self.zk.get, znodes.CONTROLLER)
+        except Exception as e:   # NoNodeError: no controller elected; or connection loss
+            raise NoActiveController(f"no active controller ({type(e).__name__})") from None
+        info = znodes.decode_controller(data)
+        if not info.endpoint:
+            raise errors.NotControllerError(f"controller {info.controller_id} has no endpoint")
+        ch = self._controller_channels.get(info.endpoint)
+        if ch is None:
+            for old in list(self._controller_channels.values()):
+                await old.close()
+            self._controller_channels.clear()
+            ch = AsyncChannel(info.endpoint, client_id=f"storage-node-{self.cfg.broker_id}",
+                              max_message_bytes=self.cfg.socket_request_max_bytes)
+            self._controller_channels[info.endpoint] = ch
+        return ch
+
+    def _propose_isr(self, eff: AlterIsr, what: str) -> None:
+        r = self.core.get(eff.tp)
+        log.info("[%s-%d leader_epoch=%d] proposing ISR %s: %s -> %s (zk_version %d)",
+                 eff.tp[0], eff.tp[1], eff.leader_epoch, what, list(r.isr) if r else [],
+                 list(eff.new_isr), eff.zk_version)
+        if self._closing:
+            return
+        coro = self._alter_partition(eff)
+        task = self._tg.create_task(coro) if self._tg is not None \
+            else asyncio.get_running_loop().create_task(coro)
+        self._alter_tasks.add(task)
+        task.add_done_callback(self._alter_tasks.discard)
+
+    async def _alter_partition(self, eff: AlterIsr) -> None:
+        """Send one ISR proposal until the controller answers it, or it is superseded."""
+        cfg = self.cfg
+        backoff_s = cfg.alter_partition_retry_backoff_ms / 1000.0
+        tp = eff.tp
+        while not self._closing:
+            if self.core.pending_alter(tp) != eff:
+                return                       # a LEADER_AND_ISR replaced it
+            req = replication_pb2.AlterPartitionRequest(broker_id=cfg.broker_id,
+                                                        broker_epoch=self.broker_epoch)
+            req.partitions.add(topic=tp[0], partition=tp[1], leader_id=eff.leader_id,
+                               leader_epoch=eff.leader_epoch, new_isr=list(eff.new_isr),
+                               partition_epoch=eff.zk_version)
+            try:
+                ch = await self._controller_channel()
+                resp = await ch.call(ApiKey.ALTER_PARTITION, req,
+                                     timeout_ms=cfg.controller_socket_timeout_ms)
+            except asyncio.CancelledError:
+                raise
+            except errors.KafkaError as e:
+                if e.retriable:
+                    log.info("[%s-%d] ALTER_PARTITION: %s; retrying", tp[0], tp[1], e)
+                    await asyncio.sleep(backoff_s)
+                    continue
+                result = AlterPartitionResult(tp, e.code)
+            except Exception:
+                log.exception("[%s-%d] ALTER_PARTITION failed; retrying", tp[0], tp[1])
+                await asyncio.sleep(backoff_s)
+                continue
+            else:
+                result = self._alter_result(tp, resp.body)
+                if result.error_code in RETRIABLE_ALTER_CODES:
+                    await asyncio.sleep(backoff_s)
+                    continue
+            moved = self.core.on_alter_partition_result(eff, result)
+            r = self.core.get(tp)
+            if result.error_code == NONE:
+                log.info("[%s-%d leader_epoch=%d] ISR committed: %s (zk_version %d)", tp[0],
+                         tp[1], eff.leader_epoch, list(result.isr), result.zk_version)
+            else:
+                log.warning("[%s-%d leader_epoch=%d] ISR change %s refused: %s; waiting for "
+                            "LEADER_AND_ISR", tp[0], tp[1], eff.leader_epoch, list(eff.new_isr),
+                            errors.ErrorCode.Name(result.error_code))
+            if r is not None:
+                self._partition_changed(tp, moved)
+            return
+
+    @staticmethod
+    def _alter_result(tp, body) -> AlterPartitionResult:
+        if body.error_code != NONE:
+            return AlterPartitionResult(tp, body.error_code)
+        for p in body.partitions:
+            if (p.topic, p.partition) == tp:
+                return AlterPartitionResult(tp, p.error_code, p.leader_id, p.leader_epoch,
+                                            tuple(p.isr), p.partition_epoch)
+        return AlterPartitionResult(tp, errors.UnknownTopicOrPartitionError.code)
+
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown: ask the controller to move our leaderships away and
+        take us out of the ISRs, retrying up to controlled.shutdown.max.retries times; then
+        stop regardless."""
+        cfg = self.cfg
+        if not cfg.controlled_shutdown_enable or self.zk is None:
+            return
+        req = replication_pb2.ControlledShutdownRequest(broker_id=cfg.broker_id,
+                                                        broker_epoch=self.broker_epoch)
+        for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+            try:
+                ch = await self._controller_channel()
+                resp = await ch.call(ApiKey.CONTROLLED_SHUTDOWN, req,
+                                     timeout_ms=cfg.controller_socket_timeout_ms)
+                body = resp.body
+                if body.error_code == NONE and not body.remaining_partitions:
+                    log.info("[node %d] controlled shutdown succeeded", cfg.broker_id)
+                    return
+                log.warning("[node %d] controlled shutdown attempt %d: %s, %d partition(s) "
+                            "still led here", cfg.broker_id, attempt,
+                            errors.ErrorCode.Name(body.error_code),
+                            len(body.remaining_partitions))
+            except asyncio.CancelledError:
+                raise
+            except NoActiveController as e:
+                # Nobody could move our leaderships: waiting out the retries only delays the
+                # stop (Kafka would retry; a fleet without a controller is a test or a teardown).
+                log.warning("[node %d] controlled shutdown skipped: %s", cfg.broker_id, e)
+                return
+            except errors.KafkaError as e:
+                log.warning("[node %d] controlled shutdown attempt %d failed: %s",
+                            cfg.broker_id, attempt, e)
+                if not e.retriable:    # e.g. a controller that does not serve the API
+                    break
+            except Exception as e:     # an undecodable /controller, a socket failure
+                log.warning("[node %d] controlled shutdown attempt %d failed: %s",
+                            cfg.broker_id, attempt, e)
+            if attempt < cfg.controlled_shutdown_max_retries:
+                await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000.0)
+        log.warning("[node %d] controlled shutdown did not complete; stopping anyway",
+                    cfg.broker_id)

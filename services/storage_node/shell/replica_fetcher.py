@@ -1,11 +1,16 @@
-"""A follower's replica fetcher: one task per leader (num.replica.fetchers=1), pulling every
-partition this node follows from that leader with FETCH(replica_id = broker.id), appending what
-arrives with the leader's offsets (assign_offsets=False).
+"""A follower's replica fetchers: `num.replica.fetchers` tasks per leader (a partition always
+goes to the same one, `core.replica_state.fetcher_id`), each pulling its partitions from that
+leader in batches with FETCH(replica_id = broker.id, max_wait_ms = replica.fetch.wait.max.ms,
+min_bytes = replica.fetch.min.bytes, partition_max_bytes = replica.fetch.max.bytes, max_bytes =
+replica.fetch.response.max.bytes) and appending what arrives with the leader's offsets
+(assign_offsets=False).
 
-The fetch offset of each partition is the local log end offset, read from the core before each
-request; the core decides roles, the node (StorageNode) owns the logs. A response is applied
-only if the partition is still followed from the same leader at the same leader epoch and the
-local log still ends where the request started (a LEADER_AND_ISR may arrive meanwhile).
+Each partition sends its local log end offset, the leader epoch of its last batch
+(`last_fetched_epoch`) and the leader epoch it follows (`current_leader_epoch`); a
+`diverging_end_offset` in the answer makes the node truncate (KIP-320) before the next round.
+The core decides roles, the node (StorageNode) owns the logs. A response is applied only if the
+partition is still followed from the same leader at the same leader epoch and the local log
+still ends where the request started (a LEADER_AND_ISR may arrive meanwhile).
 """
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ from riverbed.records import iter_batches
 from riverbed.wire.apis import ApiKey
 
 from services.common.rpc import AsyncChannel
-from services.storage_node.core.replica_state import Role
+from services.storage_node.core.replica_state import Role, fetcher_id
+from services.storage_node.shell import log_access
 
 if TYPE_CHECKING:
     from services.storage_node.shell.node import StorageNode
@@ -38,10 +44,13 @@ def whole_batches_end(buf) -> int:
 
 
 class ReplicaFetcher:
-    def __init__(self, node: "StorageNode", leader_id: int, endpoint: str):
+    def __init__(self, node: "StorageNode", leader_id: int, endpoint: str, fetcher_index: int = 0,
+                 num_fetchers: int = 1):
         self.node = node
         self.leader_id = leader_id
         self.endpoint = endpoint
+        self.fetcher_index = fetcher_index
+        self.num_fetchers = num_fetchers
         self.task: asyncio.Task | None = None
         self._channel: AsyncChannel | None = None
 
@@ -49,15 +58,19 @@ class ReplicaFetcher:
         core = self.node.core
         out = []
         for tp, r in core.replicas.items():
-            if r.role is Role.FOLLOWER and r.leader == self.leader_id:
-                out.append((tp, r.leader_epoch, r.log_end_offset))
+            if r.role is Role.FOLLOWER and r.leader == self.leader_id \
+                    and fetcher_id(tp, self.num_fetchers) == self.fetcher_index:
+                plog = self.node.logs.get(tp)
+                last_epoch = log_access.latest_epoch(plog) if plog is not None else -1
+                out.append((tp, r.leader_epoch, r.log_end_offset, last_epoch))
         return out
 
     async def run(self) -> None:
         cfg = self.node.cfg
         self._channel = AsyncChannel(self.endpoint, client_id=f"replica-fetcher-{cfg.broker_id}",
                                      max_message_bytes=cfg.socket_request_max_bytes)
-        log.info("[fetcher leader=%d] fetching from %s", self.leader_id, self.endpoint)
+        log.info("[fetcher leader=%d id=%d] fetching from %s", self.leader_id,
+                 self.fetcher_index, self.endpoint)
         try:
             while True:
                 parts = self._partitions()
@@ -80,21 +93,22 @@ class ReplicaFetcher:
         cfg = self.node.cfg
         req = fetch_pb2.FetchRequest(replica_id=cfg.broker_id,
                                      max_wait_ms=cfg.replica_fetch_wait_max_ms,
-                                     min_bytes=cfg.replica_fetch_min_bytes, max_bytes=0)
+                                     min_bytes=cfg.replica_fetch_min_bytes,
+                                     max_bytes=cfg.replica_fetch_response_max_bytes)
         by_topic: dict[str, fetch_pb2.FetchTopic] = {}
         order = []
-        for (topic, partition), epoch, leo in parts:
+        for (topic, partition), epoch, leo, last_epoch in parts:
             t = by_topic.get(topic)
             if t is None:
                 t = by_topic[topic] = req.topics.add(name=topic)
             t.partitions.add(partition=partition, fetch_offset=leo,
                              partition_max_bytes=cfg.replica_fetch_max_bytes,
                              current_leader_epoch=epoch, log_start_offset=-1,
-                             last_fetched_epoch=-1)
+                             last_fetched_epoch=last_epoch)
         for t in req.topics:
             for p in t.partitions:
                 order.append((t.name, p.partition))
-        sent = {tp: (epoch, leo) for tp, epoch, leo in parts}
+        sent = {tp: (epoch, leo) for tp, epoch, leo, _ in parts}
         resp = await self._channel.call(
             ApiKey.FETCH, req,
             timeout_ms=cfg.replica_fetch_wait_max_ms + cfg.replica_socket_timeout_ms)
@@ -111,6 +125,10 @@ class ReplicaFetcher:
                     any_error = True
                     self._on_error(tp, p)
                     continue
+                if p.diverging_end_offset >= 0:
+                    self.node.truncate_on_divergence(tp, sent[tp][0], sent[tp][1], self.leader_id,
+                                                     p.diverging_epoch, p.diverging_end_offset)
+                    continue
                 self.node.apply_replicated(tp, sent[tp][0], sent[tp][1], self.leader_id,
                                            getattr(payload, "buffer", payload), p.high_watermark)
         if any_error:
@@ -118,8 +136,9 @@ class ReplicaFetcher:
 
     def _on_error(self, tp, p) -> None:
         if p.error_code == OFFSET_OUT_OF_RANGE:
-            # Simple rule until the leader-epoch work: if we are ahead of the leader, cut back
-            # to its log end; if we are behind its log start, the node starts over there.
+            # Ahead of the leader's log end (a follower without epochs; with epochs the
+            # divergence answer comes first): cut back to it. Behind its log start: start over
+            # there.
             self.node.reset_follower_offset(tp, self.leader_id, p.log_end_offset,
                                             p.log_start_offset)
         else:
