@@ -23,6 +23,15 @@ class ControllerConfig:
     controller_socket_timeout_ms: int = 30000
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
+    # Cluster default for the topic key of the same name: may a live replica that is not in the
+    # ISR become leader when no ISR member is alive (losing committed records)? Kafka: false.
+    unclean_leader_election_enable: bool = False
+    # Move leadership back to preferred replicas when a node's share of partitions it prefers
+    # but does not lead is above leader.imbalance.per.broker.percentage, checked every
+    # leader.imbalance.check.interval.seconds (Kafka's defaults).
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: int = 300
 
     def __post_init__(self) -> None:
         for name in ("port", "pub_port"):
@@ -37,6 +46,10 @@ class ControllerConfig:
             raise ValueError("offsets.topic.num.partitions must be >= 1")
         if self.offsets_topic_replication_factor < 1:
             raise ValueError("offsets.topic.replication.factor must be >= 1")
+        if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
+            raise ValueError("leader.imbalance.per.broker.percentage must be in [0, 100]")
+        if self.leader_imbalance_check_interval_seconds < 1:
+            raise ValueError("leader.imbalance.check.interval.seconds must be >= 1")
         if self.controller_socket_timeout_ms < 1:
             raise ValueError("controller.socket.timeout.ms must be >= 1")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from services.controller.core.model import LeaderIsr
+from services.controller.core.model import LeaderIsr, Reassignment
 
 
 class ZkWrite:
@@ -59,6 +59,20 @@ class DeleteTopicZnodes(ZkWrite):
 
 
 @dataclass(frozen=True, slots=True)
+class WriteReassignments(ZkWrite):
+    """/admin/reassign_partitions = the reassignments still in progress (Kafka's JSON); create
+    if `expected_version` is NEW, delete the znode when `reassignments` is empty."""
+    reassignments: tuple[Reassignment, ...]
+    expected_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePreferredElection(ZkWrite):
+    """Remove /admin/preferred_replica_election (its election is done), at this version."""
+    expected_version: int
+
+
+@dataclass(frozen=True, slots=True)
 class SendLeaderAndIsr:
     """Send a controller_pb2.LeaderAndIsrRequest to a storage node; retry while it is alive."""
     node_id: int
@@ -93,5 +107,5 @@ class Resign:
 
 
 Effect = (WriteTopicAssignment | WriteTopicConfig | WritePartitionState | MarkTopicForDeletion
-          | DeleteTopicZnodes | SendLeaderAndIsr | SendStopReplica | PublishMetadata | Respond
+          | DeleteTopicZnodes | WriteReassignments | DeletePreferredElection | SendLeaderAndIsr | SendStopReplica | PublishMetadata | Respond
           | Resign)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from services.controller.core.model import BrokerInfo, TopicSnapshot
+from services.controller.core.model import NEW, BrokerInfo, GatewayInfo, Reassignment, TopicSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +15,11 @@ class ElectedAsController:
     brokers: tuple[BrokerInfo, ...]
     topics: tuple[TopicSnapshot, ...]
     pending_deletions: tuple[str, ...] = ()          # children of /admin/delete_topics
+    # /admin/reassign_partitions: reassignments a predecessor began (or tools asked for), and
+    # the znode's version (NEW = absent). The new controller finishes them.
+    reassignments: tuple[Reassignment, ...] = ()
+    reassignments_version: int = NEW
+    gateways: tuple[GatewayInfo, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,4 +41,27 @@ class RequestReceived:
     body: Any
 
 
-Event = ElectedAsController | LeadershipLost | BrokersChanged | RequestReceived
+@dataclass(frozen=True, slots=True)
+class GatewaysChanged:
+    """The full set of registrations under /riverbed/gateways."""
+    gateways: tuple[GatewayInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentsZnodeChanged:
+    """/admin/reassign_partitions as read now (under the shell's lock, so after every write of
+    ours): its entries (unreadable JSON: none) and version (NEW = absent)."""
+    reassignments: tuple[Reassignment, ...]
+    zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredElectionZnodeChanged:
+    """/admin/preferred_replica_election as read now: (topic, partition) pairs and the version
+    (NEW = absent)."""
+    partitions: tuple[tuple[str, int], ...]
+    zk_version: int
+
+
+Event = (ElectedAsController | LeadershipLost | BrokersChanged | RequestReceived
+         | GatewaysChanged | ReassignmentsZnodeChanged | PreferredElectionZnodeChanged)

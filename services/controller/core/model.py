@@ -16,6 +16,24 @@ class BrokerInfo:
     port: int
     endpoint: str
     rack: str = ""
+    # czxid of the registration znode (Kafka's broker epoch): a re-registration changes it, and
+    # ALTER_PARTITION / CONTROLLED_SHUTDOWN name it so a stale incarnation is refused. -1 = unknown.
+    epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayInfo:
+    """A live gateway, from its ephemeral /riverbed/gateways/<id> registration."""
+    gateway_id: int
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """One entry of /admin/reassign_partitions: move topic-partition to `replicas` (RAR)."""
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)

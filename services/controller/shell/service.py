@@ -31,7 +31,8 @@ from services.controller.core.controller import ControllerCore
 from services.controller.core.effects import (
     PublishMetadata, Respond, Resign, SendLeaderAndIsr, SendStopReplica, ZkWrite)
 from services.controller.core.events import (
-    BrokersChanged, ElectedAsController, LeadershipLost, RequestReceived)
+    BrokersChanged, ElectedAsController, GatewaysChanged, LeadershipLost,
+    PreferredElectionZnodeChanged, ReassignmentsZnodeChanged, RequestReceived)
 from services.controller.shell.senders import NodeSenders
 from services.controller.shell.zk_store import Fenced, ZkStore
 
@@ -40,7 +41,9 @@ ApiKey = header_pb2.ApiKey
 
 SERVED_APIS = (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_TOPICS,
                ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS,
-               ApiKey.ALTER_CONFIGS)
+               ApiKey.ALTER_CONFIGS, ApiKey.ALTER_PARTITION, ApiKey.CONTROLLED_SHUTDOWN,
+               ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+               ApiKey.LIST_PARTITION_REASSIGNMENTS)
 TICK_INTERVAL_S = 0.1
 ELECTION_RETRY_S = 0.5
 METADATA_TOPIC = b"metadata"
@@ -65,6 +68,8 @@ class ControllerService:
         self._epoch_zk_version = -1
         self._election_wake = asyncio.Event()
         self._brokers_dirty = asyncio.Event()
+        self._admin_dirty = asyncio.Event()       # /admin/reassign_partitions, .../preferred_...
+        self._gateways_dirty = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.client = None
         self.store: ZkStore | None = None
@@ -113,6 +118,9 @@ class ControllerService:
             name="controller-session").start()
         self.client.DataWatch(znodes.CONTROLLER, self._controller_watch)
         self.client.ChildrenWatch(znodes.BROKER_IDS, self._brokers_watch)
+        self.client.ChildrenWatch(znodes.GATEWAYS, self._gateways_watch)
+        self.client.DataWatch(znodes.REASSIGN_PARTITIONS, self._admin_watch)
+        self.client.DataWatch(znodes.PREFERRED_REPLICA_ELECTION, self._admin_watch)
         log.info("controller %d up: %s, metadata on %s", cfg.controller_id, cfg.endpoint,
                  cfg.pub_endpoint)
 
@@ -126,6 +134,8 @@ class ControllerService:
                 tg.create_task(self._election_loop())
                 tg.create_task(self._broker_loop())
                 tg.create_task(self._tick_loop())
+                tg.create_task(self._admin_loop())
+                tg.create_task(self._gateway_loop())
                 tg.create_task(wait_stop())
         except* _Stop:
             pass
@@ -156,12 +166,19 @@ class ControllerService:
     def _brokers_watch(self, children):
         self._loop.call_soon_threadsafe(self._brokers_dirty.set)
 
+    def _gateways_watch(self, children):
+        self._loop.call_soon_threadsafe(self._gateways_dirty.set)
+
+    def _admin_watch(self, data, stat, event=None):
+        self._loop.call_soon_threadsafe(self._admin_dirty.set)
+
     # ---- on the loop -------------------------------------------------------------------------
     def _on_session(self, change: zkmod.SessionChange) -> None:
         if change.state is zkmod.SessionState.CONNECTED:
             self._connected = True
             self._election_wake.set()
             self._brokers_dirty.set()
+            self._gateways_dirty.set()
         else:
             self._connected = False
             self._session_generation += 1
@@ -212,6 +229,8 @@ class ControllerService:
                 brokers = await self._zk(self.store.read_brokers)
                 topics = await self._zk(self.store.read_topics)
                 pending = await self._zk(self.store.read_pending_deletions)
+                reassignments, reassign_version = await self._zk(self.store.read_reassignments)
+                gateways = await self._zk(self.store.read_gateways)
             except Exception as e:  # noqa: BLE001 - Fenced, connection loss: try again
                 log.info("election attempt failed: %r", e)
                 if self._connected:
@@ -225,9 +244,11 @@ class ControllerService:
                     continue
                 self._epoch_zk_version = version
                 effects = self.core.handle(
-                    ElectedAsController(epoch, cluster_id, brokers, topics, pending), _now_ms())
+                    ElectedAsController(epoch, cluster_id, brokers, topics, pending,
+                                        reassignments, reassign_version, gateways), _now_ms())
                 await self._execute(effects)
             self._brokers_dirty.set()   # registrations may have changed while we read
+            self._admin_dirty.set()     # a pending /admin/preferred_replica_election
 
     async def _broker_loop(self) -> None:
         while True:
@@ -245,6 +266,47 @@ class ControllerService:
             async with self._lock:
                 if self.core.active:
                     await self._execute(self.core.handle(BrokersChanged(brokers), _now_ms()))
+
+    async def _admin_loop(self) -> None:
+        """Tools write /admin/reassign_partitions and /admin/preferred_replica_election. The
+        znodes are read under the lock, after every write of ours has been committed, so the
+        core never sees an older version than the one it wrote."""
+        while True:
+            await self._admin_dirty.wait()
+            self._admin_dirty.clear()
+            if not self.core.active:
+                continue
+            async with self._lock:
+                if not self.core.active:
+                    continue
+                try:
+                    reassign = await self._zk(self.store.read_reassignments)
+                    preferred = await self._zk(self.store.read_preferred_election)
+                except Exception as e:  # noqa: BLE001 - connection loss: session events follow
+                    log.info("reading /admin failed: %r", e)
+                    self._loop.call_later(ELECTION_RETRY_S, self._admin_dirty.set)
+                    continue
+                # Idempotent: entries already in progress change nothing.
+                await self._execute(self.core.handle(ReassignmentsZnodeChanged(*reassign),
+                                                     _now_ms()))
+                if self.core.active and preferred[1] != -1:
+                    await self._execute(self.core.handle(
+                        PreferredElectionZnodeChanged(*preferred), _now_ms()))
+
+    async def _gateway_loop(self) -> None:
+        while True:
+            await self._gateways_dirty.wait()
+            self._gateways_dirty.clear()
+            if not self._connected:
+                continue
+            try:
+                gateways = await self._zk(self.store.read_gateways)
+            except Exception as e:  # noqa: BLE001 - connection loss: session events follow
+                log.info("reading %s failed: %r", znodes.GATEWAYS, e)
+                self._loop.call_later(ELECTION_RETRY_S, self._gateways_dirty.set)
+                continue
+            async with self._lock:
+                self.core.handle(GatewaysChanged(gateways), _now_ms())
 
     async def _tick_loop(self) -> None:
         while True:

@@ -18,9 +18,10 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from services.common import znodes
 from services.controller.core.effects import (
-    DeleteTopicZnodes, MarkTopicForDeletion, WritePartitionState, WriteTopicAssignment,
-    WriteTopicConfig, ZkWrite)
-from services.controller.core.model import NEW, BrokerInfo, LeaderIsr, TopicSnapshot
+    DeletePreferredElection, DeleteTopicZnodes, MarkTopicForDeletion, WritePartitionState,
+    WriteReassignments, WriteTopicAssignment, WriteTopicConfig, ZkWrite)
+from services.controller.core.model import (
+    NEW, BrokerInfo, GatewayInfo, LeaderIsr, Reassignment, TopicSnapshot)
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class ZkStore:
         for child in self.client.get_children(znodes.BROKER_IDS):
             try:
                 node_id = int(child)
-                data, _ = self.client.get(znodes.broker_path(node_id))
+                data, stat = self.client.get(znodes.broker_path(node_id))
                 b = znodes.decode_broker(node_id, data)
             except NoNodeError:
                 continue                    # went away while we read
@@ -120,7 +121,7 @@ class ZkStore:
                 log.warning("ignoring storage node registration %s: %s", child, e)
                 continue
             endpoint = b.endpoints[0] if b.endpoints else f"tcp://{b.host}:{b.port}"
-            out.append(BrokerInfo(node_id, b.host, b.port, endpoint, b.rack or ""))
+            out.append(BrokerInfo(node_id, b.host, b.port, endpoint, b.rack or "", stat.czxid))
         return tuple(sorted(out, key=lambda b: b.node_id))
 
     def read_topics(self) -> tuple[TopicSnapshot, ...]:
@@ -152,6 +153,46 @@ class ZkStore:
             states[p] = LeaderIsr(s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch,
                                   sstat.version)
         return TopicSnapshot(name, assignment, configs, stat.version, config_version, states)
+
+    def read_gateways(self) -> tuple[GatewayInfo, ...]:
+        out = []
+        for child in self.client.get_children(znodes.GATEWAYS):
+            try:
+                gid = int(child)
+                g = znodes.decode_gateway(gid, self.client.get(znodes.gateway_path(gid))[0])
+            except NoNodeError:
+                continue
+            except (ValueError, znodes.ZnodeDataError) as e:
+                log.warning("ignoring gateway registration %s: %s", child, e)
+                continue
+            out.append(GatewayInfo(gid, g.endpoint))
+        return tuple(sorted(out, key=lambda g: g.gateway_id))
+
+    def read_reassignments(self) -> tuple[tuple[Reassignment, ...], int]:
+        """/admin/reassign_partitions: (entries, version); ((), NEW) when absent. Unreadable
+        JSON gives no entries (the controller then rewrites or removes the znode)."""
+        try:
+            data, stat = self.client.get(znodes.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return (), NEW
+        try:
+            items = znodes.decode_reassign_partitions(data)
+        except znodes.ZnodeDataError as e:
+            log.warning("ignoring unreadable %s: %s", znodes.REASSIGN_PARTITIONS, e)
+            items = []
+        return tuple(Reassignment(i.topic, i.partition, tuple(i.replicas)) for i in items), stat.version
+
+    def read_preferred_election(self) -> tuple[tuple[tuple[str, int], ...], int]:
+        try:
+            data, stat = self.client.get(znodes.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return (), NEW
+        try:
+            items = znodes.decode_preferred_replica_election(data)
+        except znodes.ZnodeDataError as e:
+            log.warning("ignoring unreadable %s: %s", znodes.PREFERRED_REPLICA_ELECTION, e)
+            items = []
+        return tuple((i.topic, i.partition) for i in items), stat.version
 
     def read_pending_deletions(self) -> tuple[str, ...]:
         return tuple(sorted(self.client.get_children(znodes.DELETE_TOPICS)))
@@ -210,6 +251,22 @@ class ZkStore:
                     ops.append(lambda t, p=path: t.create(p, znodes.encode_delete_topic()))
             elif isinstance(w, DeleteTopicZnodes):
                 ops.extend(self._delete_topic_ops(w.topic))
+            elif isinstance(w, WriteReassignments):
+                path = znodes.REASSIGN_PARTITIONS
+                data = znodes.encode_reassign_partitions(
+                    znodes.PartitionReassignment(r.topic, r.partition, tuple(r.replicas))
+                    for r in w.reassignments)
+                if w.expected_version == NEW:
+                    if w.reassignments:
+                        ensure(znodes.ADMIN)
+                        ops.append(lambda t, p=path, d=data: t.create(p, d))
+                elif not w.reassignments:
+                    ops.append(lambda t, p=path, v=w.expected_version: t.delete(p, v))
+                else:
+                    ops.append(lambda t, p=path, d=data, v=w.expected_version: t.set_data(p, d, v))
+            elif isinstance(w, DeletePreferredElection):
+                ops.append(lambda t, p=znodes.PREFERRED_REPLICA_ELECTION, v=w.expected_version:
+                           t.delete(p, v))
             else:  # pragma: no cover - a bug
                 raise TypeError(w)
         return ops
