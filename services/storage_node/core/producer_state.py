@@ -1,0 +1,368 @@
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager, KIP-98). Pure.
+
+What it keeps, per producer id: the producer epoch, the metadata of the last 5 batches it
+appended (first/last sequence, first/last offset, max timestamp), and the last batch's max
+timestamp (for `producer.id.expiration.ms`). Plus `map_end_offset`: the offset after the last
+batch applied (Kafka's `lastMapOffset`); the state describes exactly the batches below it.
+
+Who calls what (the leader serialises check -> append -> on_appended per partition):
+
+    leader   decision = check_and_prepare(headers)        # nothing changes
+             APPEND    -> log.append(...) -> on_appended(headers with the assigned offsets)
+             DUPLICATE -> answer NONE with decision.first_offset (no append)
+             REFUSE    -> answer decision.error_code for the partition (no append)
+    follower log.append(leader's batches) -> on_replicated(their headers)   # no checks
+    startup  restore(snapshot entries, snapshot offset) + rebuild(headers from that offset)
+
+Sequence rules (Kafka's ProducerAppendInfo.checkProducerEpoch/checkSequence and
+Log.analyzeAndValidateProducerState, for a client append):
+
+- producer_id < 0: not idempotent, always passes (Kafka's `hasProducerId()` is id > -1).
+- producer_id >= 0 with base_sequence < 0 or producer_epoch < 0: INVALID_RECORD (Kafka's
+  LogValidator refuses a negative sequence from a client).
+- duplicate: same epoch and (first_seq, last_seq) equal to one of the 5 cached batches -> the
+  batch is already in the log; answered with the cached offsets (Kafka returns NONE and the
+  original offset). Checked first, against the committed state, as Kafka does.
+- epoch older than the known one: INVALID_PRODUCER_EPOCH.
+- epoch newer than the known one: first_seq must be 0, else OUT_OF_ORDER_SEQUENCE_NUMBER.
+- same epoch: first_seq == last_seq + 1 (int32 wraps: Integer.MAX_VALUE is followed by 0) is in
+  sequence; a batch wholly before the oldest cached batch is an old duplicate:
+  DUPLICATE_SEQUENCE_NUMBER (the client counts it as written); anything else
+  OUT_OF_ORDER_SEQUENCE_NUMBER.
+- unknown producer id (never seen, expired, or its batches deleted and no snapshot had it): any
+  sequence is accepted. This is Kafka's behaviour since 2.5 (KIP-360): a broker without state
+  cannot tell a gap from retention, so it accepts and the producer's sequence continues.
+  `reject_unknown_producer_sequence=True` gives the pre-KIP-360 behaviour instead
+  (UNKNOWN_PRODUCER_ID unless the sequence starts at 0).
+
+A payload is decided as a whole (all-or-nothing per partition): the first refusal refuses it;
+a payload whose idempotent batches are all duplicates is a DUPLICATE; a payload that mixes
+duplicates with new batches is refused with OUT_OF_ORDER_SEQUENCE_NUMBER (a client never sends
+that; appending part of it would need the payload cut). Several batches of one producer in a
+payload must follow each other.
+
+Applying a batch (`on_appended`, `on_replicated`, `rebuild` use the same code, so rebuilding
+from the log yields exactly the state built incrementally): a new epoch clears the cached
+batches; the batch's metadata is appended and only the last 5 kept; the last timestamp becomes
+the batch's max timestamp (Kafka keeps the batch timestamp, so the state is a function of the
+log alone). Control batches are ignored (no transactions yet).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from riverbed import errors
+from riverbed.records import BatchHeader
+
+__all__ = ["BatchMetadata", "ProducerStateEntry", "Verdict", "Decision", "ProducerStateManager",
+           "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "MAX_CACHED_BATCHES", "SEQ_MOD",
+           "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "next_sequence", "with_assigned_offsets"]
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+MAX_CACHED_BATCHES = 5                 # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+SEQ_MOD = 1 << 31                      # sequences are int32 >= 0; MAX_VALUE wraps to 0
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000   # producer.id.expiration.ms (Kafka >= 2.8: 1 day)
+
+_NONE = errors.ErrorCode.Value("NONE")
+_OUT_OF_ORDER = errors.ErrorCode.Value("OUT_OF_ORDER_SEQUENCE_NUMBER")
+_DUPLICATE_SEQUENCE = errors.ErrorCode.Value("DUPLICATE_SEQUENCE_NUMBER")
+_INVALID_PRODUCER_EPOCH = errors.ErrorCode.Value("INVALID_PRODUCER_EPOCH")
+_UNKNOWN_PRODUCER_ID = errors.ErrorCode.Value("UNKNOWN_PRODUCER_ID")
+_INVALID_RECORD = errors.ErrorCode.Value("INVALID_RECORD")
+
+
+def next_sequence(sequence: int, increment: int) -> int:
+    """sequence + increment with Kafka's int32 wrap (DefaultRecordBatch.incrementSequence)."""
+    return (sequence + increment) % SEQ_MOD
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == next_sequence(last_seq, 1)
+
+
+def _seq_before(a: int, b: int) -> bool:
+    """a comes strictly before b on the wrapping sequence circle (within half of it)."""
+    d = (b - a) % SEQ_MOD
+    return 0 < d < SEQ_MOD // 2
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int             # the batch's max timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int
+    batches: tuple[BatchMetadata, ...]      # oldest first, 1..MAX_CACHED_BATCHES
+    last_timestamp: int
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+class Verdict(enum.Enum):
+    APPEND = "append"          # append the whole payload, then call on_appended
+    DUPLICATE = "duplicate"    # already in the log: answer NONE with first_offset, no append
+    REFUSE = "refuse"          # answer error_code for the partition, no append
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: Verdict
+    error_code: int = _NONE
+    message: str = ""
+    first_offset: int = -1     # DUPLICATE: base offset of the (first) duplicate batch
+    last_offset: int = -1      # DUPLICATE: last offset of the (last) duplicate batch
+    timestamp: int = -1        # DUPLICATE: the cached batch timestamp (Kafka's logAppendTime)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is Verdict.APPEND
+
+
+_APPEND = Decision(Verdict.APPEND)
+
+
+def _refuse(code: int, message: str) -> Decision:
+    return Decision(Verdict.REFUSE, code, message)
+
+
+def with_assigned_offsets(headers: Iterable[BatchHeader], first_offset: int,
+                          log_append_time_ms: int = -1) -> list[BatchHeader]:
+    """The produce payload's headers as the leader wrote them: base offsets laid end to end from
+    `first_offset` (as PartitionLog.append assigns them) and, with LogAppendTime
+    (`log_append_time_ms` >= 0), that time as every batch's max timestamp."""
+    out = []
+    offset = first_offset
+    for h in headers:
+        changes = {"base_offset": offset}
+        if log_append_time_ms >= 0:
+            changes["max_timestamp"] = log_append_time_ms
+        out.append(dataclasses.replace(h, **changes))
+        offset += h.last_offset_delta + 1
+    return out
+
+
+class ProducerStateManager:
+    """One partition's producer state. Not thread-safe: the partition's writer owns it."""
+
+    def __init__(self, *, map_end_offset: int = 0,
+                 reject_unknown_producer_sequence: bool = False) -> None:
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self._map_end_offset = map_end_offset
+        self.reject_unknown_producer_sequence = reject_unknown_producer_sequence
+
+    # ---- reading ---------------------------------------------------------------------------
+    @property
+    def map_end_offset(self) -> int:
+        return self._map_end_offset
+
+    def entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    def entries(self) -> tuple[ProducerStateEntry, ...]:
+        """Every producer's entry, by producer id (what a snapshot holds)."""
+        return tuple(self._producers[pid] for pid in sorted(self._producers))
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def same_state(self, other: ProducerStateManager) -> bool:
+        return self._map_end_offset == other._map_end_offset and \
+            self.entries() == other.entries()
+
+    # ---- the leader's check ----------------------------------------------------------------
+    def check_and_prepare(self, batches: Iterable[BatchHeader]) -> Decision:
+        """Decide a produce payload (its batch headers, in order) before the leader appends it.
+        Changes nothing; see the module docstring for the rules."""
+        working: dict[int, tuple[int, int]] = {}     # pid -> (epoch, last_seq) inside the payload
+        duplicates: list[BatchMetadata] = []
+        fresh = 0
+        for h in batches:
+            pid = h.producer_id
+            if pid < 0:
+                fresh += 1
+                continue
+            if h.base_sequence < 0 or h.producer_epoch < 0:
+                return _refuse(_INVALID_RECORD,
+                               f"producer {pid}: batch with sequence {h.base_sequence} and epoch "
+                               f"{h.producer_epoch}; an idempotent batch needs both >= 0")
+            first_seq = h.base_sequence
+            last_seq = next_sequence(first_seq, h.last_offset_delta)
+            current = self._producers.get(pid)
+            if current is not None and pid not in working:
+                dup = current.find_duplicate(h.producer_epoch, first_seq, last_seq)
+                if dup is not None:
+                    duplicates.append(dup)
+                    continue
+            refusal = self._check(pid, h.producer_epoch, first_seq, last_seq, current,
+                                  working.get(pid))
+            if refusal is not None:
+                return refusal
+            working[pid] = (h.producer_epoch, last_seq)
+            fresh += 1
+        if duplicates:
+            if fresh:
+                return _refuse(_OUT_OF_ORDER,
+                               "payload mixes duplicates of written batches with new batches")
+            return Decision(Verdict.DUPLICATE, first_offset=duplicates[0].first_offset,
+                            last_offset=duplicates[-1].last_offset,
+                            timestamp=duplicates[-1].timestamp)
+        return _APPEND
+
+    def _check(self, pid: int, epoch: int, first_seq: int, last_seq: int,
+               current: ProducerStateEntry | None,
+               in_payload: tuple[int, int] | None) -> Decision | None:
+        if in_payload is not None:
+            known_epoch, known_last = in_payload
+        elif current is not None:
+            known_epoch, known_last = current.producer_epoch, current.last_seq
+        else:
+            if self.reject_unknown_producer_sequence and first_seq != 0:
+                return _refuse(_UNKNOWN_PRODUCER_ID,
+                               f"no state for producer {pid} (expired or removed with the log); "
+                               f"sequence {first_seq} is not 0")
+            return None
+        if epoch < known_epoch:
+            return _refuse(_INVALID_PRODUCER_EPOCH,
+                           f"producer {pid}: epoch {epoch} is older than the current {known_epoch}")
+        if epoch > known_epoch:
+            if first_seq != 0:
+                return _refuse(_OUT_OF_ORDER,
+                               f"producer {pid}: new epoch {epoch} (current {known_epoch}) must "
+                               f"start at sequence 0, got {first_seq}")
+            return None
+        if _in_sequence(known_last, first_seq):
+            return None
+        if in_payload is None and current is not None and \
+                _seq_before(last_seq, current.batches[0].first_seq):
+            return _refuse(_DUPLICATE_SEQUENCE,
+                           f"producer {pid}: sequences {first_seq}..{last_seq} precede the "
+                           f"{len(current.batches)} batches remembered (from "
+                           f"{current.batches[0].first_seq})")
+        return _refuse(_OUT_OF_ORDER,
+                       f"producer {pid} epoch {epoch}: expected sequence "
+                       f"{next_sequence(known_last, 1)}, got {first_seq}")
+
+    # ---- applying batches in the log -------------------------------------------------------
+    def on_appended(self, batches: Iterable[BatchHeader]) -> None:
+        """The leader appended a payload that `check_and_prepare` allowed; `batches` carry the
+        offsets the log assigned (see `with_assigned_offsets`)."""
+        for h in batches:
+            self._apply(h)
+
+    def on_replicated(self, batches: Iterable[BatchHeader]) -> None:
+        """A follower appended the leader's batches (offsets as the leader wrote them)."""
+        for h in batches:
+            self._apply(h)
+
+    def rebuild(self, batches: Iterable[BatchHeader]) -> int:
+        """Apply the log's batches from `map_end_offset` on (batches wholly below it are already
+        in the state and skipped). Returns the number applied."""
+        n = 0
+        for h in batches:
+            if h.last_offset < self._map_end_offset:
+                continue
+            self._apply(h)
+            n += 1
+        return n
+
+    def _apply(self, h: BatchHeader) -> None:
+        if h.producer_id >= 0 and not h.is_control:
+            pid = h.producer_id
+            meta = BatchMetadata(h.base_sequence, next_sequence(h.base_sequence, h.last_offset_delta),
+                                 h.base_offset, h.last_offset, h.max_timestamp)
+            current = self._producers.get(pid)
+            if current is None or current.producer_epoch != h.producer_epoch:
+                cached: tuple[BatchMetadata, ...] = (meta,)
+            else:
+                cached = (current.batches + (meta,))[-MAX_CACHED_BATCHES:]
+            self._producers[pid] = ProducerStateEntry(pid, h.producer_epoch, cached,
+                                                      h.max_timestamp)
+        if h.next_offset > self._map_end_offset:
+            self._map_end_offset = h.next_offset
+
+    def update_map_end_offset(self, offset: int) -> None:
+        """The log is known to hold no batch of interest below `offset` beyond those applied
+        (Kafka calls this on roll, with the new segment's base offset, before a snapshot)."""
+        if offset > self._map_end_offset:
+            self._map_end_offset = offset
+
+    # ---- expiry, snapshots, truncation -----------------------------------------------------
+    def expire(self, now_ms: int, producer_id_expiration_ms: int) -> list[int]:
+        """Drop producers whose last timestamp is `producer_id_expiration_ms` or more before
+        `now_ms` (Kafka's isProducerExpired). Returns the dropped ids."""
+        dropped = [pid for pid, e in self._producers.items()
+                   if now_ms - e.last_timestamp >= producer_id_expiration_ms]
+        for pid in dropped:
+            del self._producers[pid]
+        return sorted(dropped)
+
+    def restore(self, entries: Iterable[ProducerStateEntry], map_end_offset: int) -> None:
+        """Replace the whole state by a snapshot's (or by nothing, at a log start offset);
+        then `rebuild` with the log's batches from `map_end_offset`."""
+        producers = {}
+        for e in entries:
+            _check_entry(e)
+            if e.last_offset >= map_end_offset:
+                raise ValueError(f"producer {e.producer_id}: last offset {e.last_offset} is not "
+                                 f"below the snapshot offset {map_end_offset}")
+            producers[e.producer_id] = e
+        self._producers = producers
+        self._map_end_offset = map_end_offset
+
+    def check_invariants(self) -> None:
+        for pid, e in self._producers.items():
+            if pid != e.producer_id:
+                raise AssertionError(f"entry of {e.producer_id} filed under {pid}")
+            _check_entry(e)
+            if e.last_offset >= self._map_end_offset:
+                raise AssertionError(f"producer {pid}: last offset {e.last_offset} >= map end "
+                                     f"offset {self._map_end_offset}")
+
+    def __repr__(self) -> str:
+        return (f"ProducerStateManager(producers={len(self._producers)}, "
+                f"map_end_offset={self._map_end_offset})")
+
+
+def _check_entry(e: ProducerStateEntry) -> None:
+    """Raises ValueError when an entry could not have come from `_apply`."""
+    if e.producer_id < 0 or not 0 <= e.producer_epoch <= 32767:
+        raise ValueError(f"bad producer id/epoch {e.producer_id}/{e.producer_epoch}")
+    if not 1 <= len(e.batches) <= MAX_CACHED_BATCHES:
+        raise ValueError(f"producer {e.producer_id}: {len(e.batches)} cached batches")
+    previous = None
+    for b in e.batches:
+        if not (0 <= b.first_seq < SEQ_MOD and 0 <= b.last_seq < SEQ_MOD):
+            raise ValueError(f"producer {e.producer_id}: sequence out of range in {b}")
+        if b.last_offset < b.first_offset or b.first_offset < 0:
+            raise ValueError(f"producer {e.producer_id}: bad offsets in {b}")
+        if previous is not None and b.first_offset <= previous.last_offset:
+            raise ValueError(f"producer {e.producer_id}: cached batches out of offset order")
+        previous = b
+    if e.last_timestamp != e.batches[-1].timestamp:
+        raise ValueError(f"producer {e.producer_id}: last timestamp is not the last batch's")
