@@ -12,8 +12,28 @@ import time
 from typing import Callable, Iterable, Sequence
 
 from riverbed import errors
-from riverbed._proto.v1 import controller_pb2, header_pb2, metadata_pb2
+from riverbed._proto.v1 import (
+    admin_ops_pb2,
+    common_pb2,
+    controller_pb2,
+    group_pb2,
+    header_pb2,
+    list_offsets_pb2,
+    metadata_pb2,
+    offset_pb2,
+)
 from riverbed.cluster import GatewayConnection
+from riverbed.coordinator.consumer_protocol import group_by_topic
+from riverbed.group_membership import (
+    GroupDescription,
+    GroupListing,
+    MemberDescription,
+    OffsetAndMetadata,
+    PartitionLag,
+    commit_response_error,
+    normalize_offsets,
+    offsets_to_commit_request,
+)
 from riverbed.structs import (
     BrokerInfo,
     ClusterDescription,
@@ -21,6 +41,7 @@ from riverbed.structs import (
     GatewayInfo,
     NewTopic,
     TopicDescription,
+    TopicPartition,
 )
 
 __all__ = ["Admin", "AdminClient", "KafkaAdminClient"]
@@ -159,6 +180,218 @@ class Admin:
             tuple(BrokerInfo(b.node_id, b.host, b.port, b.endpoint, b.rack or None)
                   for b in resp.brokers),
             tuple(GatewayInfo(g.gateway_id, g.endpoint) for g in resp.gateways))
+
+    # -- partitions: preferred leaders and reassignment ------------------------------------------
+    def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None = None
+                      ) -> dict[tuple[str, int], errors.KafkaError | None]:
+        """Preferred-leader election (Kafka's electLeaders(PREFERRED, ...)); None = every
+        partition. Per partition: None when the preferred replica now leads, else the error
+        (ElectionNotNeeded..., PreferredLeaderNotAvailable..., UnknownTopicOrPartition...)."""
+        req = admin_ops_pb2.ElectLeadersRequest(timeout_ms=self.request_timeout_ms)
+        for topic, partition in partitions or ():
+            req.partitions.append(common_pb2.TopicPartition(topic=topic, partition=partition))
+        resp = self._call(ApiKey.ELECT_LEADERS, req)
+        if resp.error_code != 0:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        return {(r.topic, r.partition): None if r.error_code == 0 else errors.for_code(
+            r.error_code, r.error_message, topic=r.topic, partition=r.partition)
+            for r in resp.results}
+
+    def alter_partition_reassignments(self, reassignments: dict[tuple[str, int], Sequence[int]]
+                                      ) -> None:
+        """Start moving partitions to new replica lists (first = preferred leader); returns
+        once the controller accepted them (list_partition_reassignments shows progress).
+        Raises the first per-partition error (e.g. ReassignmentInProgressError)."""
+        req = admin_ops_pb2.AlterPartitionReassignmentsRequest(timeout_ms=self.request_timeout_ms)
+        for (topic, partition), replicas in reassignments.items():
+            req.partitions.add(topic=topic, partition=partition, replicas=list(replicas))
+        resp = self._call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, req)
+        if resp.error_code != 0:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        for r in resp.results:
+            if r.error_code != 0:
+                raise errors.for_code(r.error_code, r.error_message, topic=r.topic,
+                                      partition=r.partition)
+
+    def list_partition_reassignments(self, partitions: Iterable[tuple[str, int]] | None = None
+                                     ) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
+        """Reassignments in progress: (topic, partition) -> {"replicas", "target_replicas",
+        "adding_replicas", "removing_replicas"}."""
+        req = admin_ops_pb2.ListPartitionReassignmentsRequest()
+        for topic, partition in partitions or ():
+            req.partitions.append(common_pb2.TopicPartition(topic=topic, partition=partition))
+        resp = self._call(ApiKey.LIST_PARTITION_REASSIGNMENTS, req)
+        if resp.error_code != 0:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        return {(r.topic, r.partition): {
+            "replicas": tuple(r.replicas), "target_replicas": tuple(r.target_replicas),
+            "adding_replicas": tuple(r.adding_replicas),
+            "removing_replicas": tuple(r.removing_replicas)} for r in resp.reassignments}
+
+    # -- consumer groups (kafka-consumer-groups.sh) ------------------------------------------------
+    def _group_call(self, api: int, body, error_of: Callable = lambda r: (r.error_code, r.error_message)):
+        """A group/offset call; whole-request retriable errors in the body (coordinator loading or
+        moving) are retried like envelope ones until request_timeout_ms."""
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        while True:
+            resp = self._call(api, body)
+            code, msg = error_of(resp)
+            if code == 0:
+                return resp
+            err = errors.for_code(code, msg)
+            if not err.retriable or time.monotonic() >= deadline:
+                raise err
+            time.sleep(self.retry_backoff_ms / 1000.0)
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
+        """Every group the coordinators know (optionally only those in `states`, e.g. "Empty")."""
+        resp = self._group_call(ApiKey.LIST_GROUPS, group_pb2.ListGroupsRequest(states_filter=list(states)))
+        return sorted((GroupListing(g.group_id, g.protocol_type, g.group_state) for g in resp.groups),
+                      key=lambda g: g.group_id)
+
+    def describe_groups(self, group_ids: Sequence[str]) -> list[GroupDescription]:
+        """State, strategy, generation and members (with their assignments) of each group. An
+        unknown group is described as state "Dead" with no members (Kafka's answer)."""
+        out = []
+        for gid in group_ids:
+            resp = self._group_call(
+                ApiKey.DESCRIBE_GROUPS, group_pb2.DescribeGroupsRequest(groups=[gid]),
+                lambda r: next(((g.error_code, g.error_message) for g in r.groups if g.error_code), (0, "")))
+            for g in resp.groups:
+                if g.group_id != gid:
+                    continue
+                members = tuple(MemberDescription(
+                    m.member_id, m.client_id, m.client_host,
+                    tuple(TopicPartition(tp.topic, p) for tp in m.assignment.partitions for p in tp.partitions),
+                    tuple(m.subscription.topics), m.subscription.topic_pattern) for m in g.members)
+                out.append(GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
+                                            g.generation_id, g.leader, members))
+        return out
+
+    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                           ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (all of them, or these partitions; those without a
+        commit are left out)."""
+        req = offset_pb2.OffsetFetchRequest(group_id=group_id)
+        for topic, parts in group_by_topic(TopicPartition(*tp) for tp in partitions or ()):
+            req.topics.add(name=topic, partition_indexes=parts)
+        resp = self._group_call(ApiKey.OFFSET_FETCH, req)
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code != 0:
+                    raise errors.for_code(p.error_code, p.error_message, topic=t.name,
+                                          partition=p.partition_index)
+                if p.committed_offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                        p.committed_offset, p.metadata, p.committed_leader_epoch)
+        return out
+
+    def alter_group_offsets(self, group_id: str, offsets: dict) -> None:
+        """Commit offsets for a group without members (generation -1, empty member id): what
+        reset-offsets does. A group with members answers UNKNOWN_MEMBER_ID."""
+        req = offsets_to_commit_request(group_id, -1, "", normalize_offsets(offsets))
+        resp = self._group_call(ApiKey.OFFSET_COMMIT, req)
+        err = commit_response_error(resp)
+        if err is not None:
+            raise err
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """OFFSET_DELETE: forget committed offsets of a group without members (NonEmptyGroupError
+        otherwise)."""
+        req = offset_pb2.OffsetDeleteRequest(group_id=group_id)
+        for topic, parts in group_by_topic(TopicPartition(*tp) for tp in partitions):
+            req.topics.add(name=topic, partition_indexes=parts)
+        resp = self._group_call(ApiKey.OFFSET_DELETE, req)
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code != 0:
+                    raise errors.for_code(p.error_code, p.error_message, topic=t.name,
+                                          partition=p.partition_index)
+
+    def _list_offsets(self, want: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """LIST_OFFSETS (-2 earliest, -1 latest/high watermark, else by timestamp); None for a
+        partition that answered an error or no offset."""
+        if not want:
+            return {}
+        req = list_offsets_pb2.ListOffsetsRequest(replica_id=-1)
+        for topic, parts in group_by_topic(want):
+            t = req.topics.add(name=topic)
+            for p in parts:
+                t.partitions.add(partition=p, timestamp=want[TopicPartition(topic, p)],
+                                 current_leader_epoch=-1)
+        resp = self._call(ApiKey.LIST_OFFSETS, req)
+        out: dict[TopicPartition, int | None] = {tp: None for tp in want}
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition)
+                if tp in out and p.error_code == 0 and p.offset >= 0:
+                    out[tp] = p.offset
+        return out
+
+    def describe_group_offsets(self, group_id: str) -> tuple[GroupDescription, list[PartitionLag]]:
+        """`riverbed groups describe`: per partition the group committed to or a member owns,
+        the committed offset, the log end offset (high watermark), lag and owner."""
+        (desc,) = self.describe_groups([group_id]) or (GroupDescription(group_id, "Dead", "", "", -1, ""),)
+        committed = self.list_group_offsets(group_id)
+        owner: dict[TopicPartition, MemberDescription] = {}
+        for m in desc.members:
+            for tp in m.assignment:
+                owner[tp] = m
+        tps = sorted(set(committed) | set(owner))
+        ends = self._list_offsets({tp: -1 for tp in tps})
+        rows = []
+        for tp in tps:
+            om, m = committed.get(tp), owner.get(tp)
+            rows.append(PartitionLag(tp.topic, tp.partition, om.offset if om else None, ends.get(tp),
+                                     m.member_id if m else "", m.client_host if m else "",
+                                     m.client_id if m else ""))
+        return desc, rows
+
+    def plan_reset_offsets(self, group_id: str, topic: str, to: str | int | float,
+                           partitions: Iterable[int] | None = None
+                           ) -> dict[TopicPartition, tuple[int | None, int]]:
+        """What reset-offsets would commit: tp -> (current committed or None, new offset).
+        to = "earliest" | "latest" | an offset (int, clamped into [earliest, latest]) |
+        ("datetime", ms since the epoch): the first offset with a timestamp >= it (latest if none)."""
+        meta = self.describe_topics([topic])[0]
+        parts = sorted(partitions) if partitions is not None else [p.partition for p in meta.partitions]
+        tps = [TopicPartition(topic, p) for p in parts]
+        earliest = self._list_offsets({tp: -2 for tp in tps})
+        latest = self._list_offsets({tp: -1 for tp in tps})
+        if to == "earliest":
+            new = dict(earliest)
+        elif to == "latest":
+            new = dict(latest)
+        elif isinstance(to, tuple) and to[0] == "datetime":
+            by_time = self._list_offsets({tp: int(to[1]) for tp in tps})
+            new = {tp: by_time[tp] if by_time[tp] is not None else latest[tp] for tp in tps}
+        elif isinstance(to, int):
+            new = {tp: min(max(to, earliest[tp] or 0), latest[tp] if latest[tp] is not None else to)
+                   for tp in tps}
+        else:
+            raise ValueError(f"reset to {to!r}: expected earliest, latest, an offset or ('datetime', ms)")
+        missing = [tp for tp in tps if new.get(tp) is None]
+        if missing:
+            raise errors.LeaderNotAvailableError("no offsets answered", topic=missing[0].topic,
+                                                 partition=missing[0].partition)
+        current = self.list_group_offsets(group_id, tps)
+        return {tp: (current[tp].offset if tp in current else None, int(new[tp])) for tp in tps}
+
+    def reset_offsets(self, group_id: str, topic: str, to: str | int | tuple,
+                      partitions: Iterable[int] | None = None, execute: bool = False
+                      ) -> dict[TopicPartition, tuple[int | None, int]]:
+        """Kafka's `kafka-consumer-groups.sh --reset-offsets`: only for an inactive (Empty) group
+        (NonEmptyGroupError otherwise); a dry run unless execute. Returns the plan."""
+        (desc,) = self.describe_groups([group_id]) or (GroupDescription(group_id, "Dead", "", "", -1, ""),)
+        if desc.state not in ("Empty", "Dead") or desc.members:
+            raise errors.NonEmptyGroupError(
+                f"offsets can only be reset if the group {group_id!r} is inactive, but its current "
+                f"state is {desc.state} with {len(desc.members)} member(s)")
+        plan = self.plan_reset_offsets(group_id, topic, to, partitions)
+        if execute:
+            self.alter_group_offsets(group_id, {tp: new for tp, (_, new) in plan.items()})
+        return plan
 
     def close(self) -> None:
         self._conn.close()

@@ -1,4 +1,5 @@
-"""Kafka's command-line tools for Riverbed: `topics`, `produce`, `consume`.
+"""Kafka's command-line tools for Riverbed: `topics`, `produce`, `consume`, `partitions`,
+`leaders`, `groups`.
 
 `add_commands(subparsers)` registers them on any argparse subparsers object (the `riverbed` CLI
 calls it); `main(argv)` runs them standalone: `python -m riverbed.tools topics --list`.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from riverbed.tools import console, topics
+from riverbed.tools import console, groups, leaders, partitions, topics
 
 __all__ = ["add_commands", "main", "build_parser"]
 
@@ -19,6 +20,9 @@ def add_commands(subparsers) -> None:
     `func(args) -> int` (exit code) on its namespace."""
     topics.add_command(subparsers)
     console.add_commands(subparsers)
+    partitions.add_command(subparsers)
+    leaders.add_command(subparsers)
+    groups.add_command(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
