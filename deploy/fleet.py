@@ -9,7 +9,8 @@ State directory D (reused by the next `up`, which restarts on the same data):
     D/logs/<name>.log          each process's stdout+stderr
 
 Port plan from base port P (see ROLES): gateway-1 on P, ZooKeeper on P+1, gateway-i (i >= 2) on
-P+i, controller-i on P+9+i with its PUB on P+19+i, storage-i (broker.id i) on P+100+i.
+P+i, controller-i on P+9+i with its PUB on P+19+i, group-coordinator-i on P+29+i,
+offset-manager-i on P+39+i, storage-i (broker.id i) on P+100+i.
 
 Python API (tests use it; the CLI in deploy/fleet_cli.py is a thin layer over it):
 
@@ -21,7 +22,7 @@ Python API (tests use it; the CLI in deploy/fleet_cli.py is a thin layer over it
 
 `role_modules={"storage_node": "pkg.module" | "/path/to/script.py"}` replaces a role's program
 (tests use tests/integration/fake_service.py before the real services exist). Adding a role
-(group coordinator, offset manager) is one entry in ROLES.
+is one entry in ROLES.
 """
 from __future__ import annotations
 
@@ -113,6 +114,28 @@ def _gateway_config(ctx: ConfigContext) -> dict[str, str]:
             **_zk_keys(ctx)}
 
 
+# __consumer_offsets partitions (shards) in a local fleet: Kafka's default is 50; 10 keeps the
+# first start quick (fewer partitions to create, elect and load) and still spreads groups over
+# several coordinator instances. Both sharded roles must agree on it (same template below).
+OFFSETS_TOPIC_NUM_PARTITIONS = 10
+
+
+def _offsets_topic_keys(ctx: ConfigContext) -> dict[str, str]:
+    storage = ctx.role_counts.get("storage_node", 0)
+    return {"offsets.topic.num.partitions": str(OFFSETS_TOPIC_NUM_PARTITIONS),
+            "offsets.topic.replication.factor": str(max(1, min(3, storage)))}
+
+
+def _group_coordinator_config(ctx: ConfigContext) -> dict[str, str]:
+    return {"group.coordinator.id": str(ctx.index), "host.name": ctx.host,
+            "port": str(ctx.ports["port"]), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
+
+
+def _offset_manager_config(ctx: ConfigContext) -> dict[str, str]:
+    return {"offset.manager.id": str(ctx.index), "host.name": ctx.host,
+            "port": str(ctx.ports["port"]), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
+
+
 # Start order is this order; stop order is the reverse (gateways first, controllers last),
 # with ZooKeeper before all of them and after all of them.
 ROLES: dict[str, RoleSpec] = {spec.role: spec for spec in (
@@ -120,11 +143,10 @@ ROLES: dict[str, RoleSpec] = {spec.role: spec for spec in (
              lambda i: {"port": 9 + i, "pub.port": 19 + i}, _controller_config, 2, 10),
     RoleSpec("storage_node", "storage", "services.storage_node",
              lambda i: {"port": 100 + i}, _storage_config, 3, 99),
-    # Later, one entry each, e.g.:
-    # RoleSpec("group_coordinator", "group-coordinator", "services.group_coordinator",
-    #          lambda i: {"port": 29 + i}, _group_coordinator_config, 1, 10),
-    # RoleSpec("offset_manager", "offset-manager", "services.offset_manager",
-    #          lambda i: {"port": 39 + i}, _offset_manager_config, 1, 10),
+    RoleSpec("group_coordinator", "group-coordinator", "services.group_coordinator",
+             lambda i: {"port": 29 + i}, _group_coordinator_config, 1, 10),
+    RoleSpec("offset_manager", "offset-manager", "services.offset_manager",
+             lambda i: {"port": 39 + i}, _offset_manager_config, 1, 10),
     RoleSpec("gateway", "gateway", "services.gateway",
              lambda i: {"port": 0 if i == 1 else i}, _gateway_config, 1, 9),
 )}
@@ -204,8 +226,7 @@ class Fleet:
         self.ready_timeout_s = ready_timeout_s
         self.stop_grace_s = stop_grace_s
         self.zk_heap_mb = zk_heap_mb
-        self.counts = {role: spec.default_count if role in ("controller", "storage_node", "gateway")
-                       else 0 for role, spec in ROLES.items()}
+        self.counts = {role: spec.default_count for role, spec in ROLES.items()}
         self.counts.update({"controller": controllers, "storage_node": storage_nodes,
                             "gateway": gateways})
         for role, n in (counts or {}).items():

@@ -21,7 +21,17 @@ missing or mistyped field, a version below 1.
 | /admin/reassign_partitions                            | no  | list[PartitionReassignment]    |
 | /admin/preferred_replica_election                     | no  | list[TopicPartition]           |
 | /riverbed/gateways/<id>                               | yes | GatewayInfo                    |
+| /riverbed/group_coordinators/ids/<id>                 | yes | CoordinatorInstance            |
+| /riverbed/group_coordinators/shards/<shard>           | yes | ShardOwner                     |
+| /riverbed/offset_managers/ids/<id>                    | yes | CoordinatorInstance            |
+| /riverbed/offset_managers/shards/<shard>              | yes | ShardOwner                     |
 | /cluster/id                                           | no  | cluster id string              |
+| /latest_producer_id_block                             | no  | ProducerIdBlockInfo            |
+
+Shard ownership (group coordinators and offset managers alike; a shard is a partition of
+`__consumer_offsets`): every live instance of the role registers `<root>/ids/<id>`; the instance
+that serves shard s holds the ephemeral `<root>/shards/<s>`, created when it takes the shard and
+deleted when it gives it up (or gone with its session). Gateways read `<root>/shards/*` to route.
 """
 from __future__ import annotations
 
@@ -34,9 +44,12 @@ __all__ = [
     "ZnodeDataError", "ZNODES", "ZnodeSpec", "PERSISTENT_PATHS",
     "BROKERS", "BROKER_IDS", "BROKER_TOPICS", "CONTROLLER", "CONTROLLER_EPOCH", "CONFIG",
     "CONFIG_TOPICS", "ADMIN", "DELETE_TOPICS", "REASSIGN_PARTITIONS", "PREFERRED_REPLICA_ELECTION",
-    "GATEWAYS", "CLUSTER", "CLUSTER_ID",
+    "GATEWAYS", "CLUSTER", "CLUSTER_ID", "GROUP_COORDINATORS", "OFFSET_MANAGERS", "SHARD_ROLE_ROOTS",
     "broker_path", "topic_path", "partitions_path", "partition_path", "partition_state_path",
     "topic_config_path", "delete_topic_path", "gateway_path",
+    "shard_instances_path", "shard_instance_path", "shard_owners_path", "shard_owner_path",
+    "CoordinatorInstance", "encode_coordinator_instance", "decode_coordinator_instance",
+    "ShardOwner", "encode_shard_owner", "decode_shard_owner",
     "BrokerInfo", "encode_broker", "decode_broker",
     "encode_topic_assignment", "decode_topic_assignment",
     "PartitionState", "encode_partition_state", "decode_partition_state",
@@ -49,6 +62,8 @@ __all__ = [
     "encode_preferred_replica_election", "decode_preferred_replica_election",
     "GatewayInfo", "encode_gateway", "decode_gateway",
     "encode_cluster_id", "decode_cluster_id",
+    "LATEST_PRODUCER_ID_BLOCK", "ProducerIdBlockInfo", "encode_producer_id_block",
+    "decode_producer_id_block",
 ]
 
 
@@ -78,6 +93,11 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 GATEWAYS = "/riverbed/gateways"
 CLUSTER = "/cluster"
 CLUSTER_ID = "/cluster/id"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Roots of the two sharded roles (each has ids/ and shards/ below it).
+GROUP_COORDINATORS = "/riverbed/group_coordinators"
+OFFSET_MANAGERS = "/riverbed/offset_managers"
+SHARD_ROLE_ROOTS = (GROUP_COORDINATORS, OFFSET_MANAGERS)
 
 # Parents that should exist before anyone watches their children (Kafka's PersistentZkPaths).
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, GATEWAYS, CLUSTER)
@@ -125,6 +145,30 @@ def delete_topic_path(topic: str) -> str:
 
 def gateway_path(gateway_id: int) -> str:
     return f"{GATEWAYS}/{_int_id('gateway id', gateway_id)}"
+
+
+def _role_root(root: str) -> str:
+    if root not in SHARD_ROLE_ROOTS:
+        raise ValueError(f"{root!r} is not a sharded role's root")
+    return root
+
+
+def shard_instances_path(root: str) -> str:
+    """`<root>/ids`: the live instances of a sharded role (GROUP_COORDINATORS, OFFSET_MANAGERS)."""
+    return f"{_role_root(root)}/ids"
+
+
+def shard_instance_path(root: str, instance_id: int) -> str:
+    return f"{shard_instances_path(root)}/{_int_id('instance id', instance_id)}"
+
+
+def shard_owners_path(root: str) -> str:
+    """`<root>/shards`: one ephemeral child per owned shard."""
+    return f"{_role_root(root)}/shards"
+
+
+def shard_owner_path(root: str, shard: int) -> str:
+    return f"{shard_owners_path(root)}/{_int_id('shard', shard)}"
 
 
 # --- JSON helpers -----------------------------------------------------------------------------
@@ -429,6 +473,52 @@ def decode_gateway(gateway_id: int, data: bytes) -> GatewayInfo:
                        timestamp_ms=_timestamp(w, obj, data))
 
 
+# --- <root>/ids/<id> and <root>/shards/<shard> (ephemeral) ------------------------------------
+
+SHARD_ZNODE_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class CoordinatorInstance:
+    """A live group coordinator or offset manager."""
+    instance_id: int
+    endpoint: str                # tcp://host:port of its ROUTER
+    timestamp_ms: int = 0
+
+
+def encode_coordinator_instance(info: CoordinatorInstance) -> bytes:
+    return _dump({"version": SHARD_ZNODE_VERSION, "endpoint": info.endpoint,
+                  "timestamp": str(info.timestamp_ms)})
+
+
+def decode_coordinator_instance(instance_id: int, data: bytes) -> CoordinatorInstance:
+    w = "coordinator instance"
+    obj = _load(w, data)
+    return CoordinatorInstance(instance_id, _field(w, obj, "endpoint", str, data),
+                               _timestamp(w, obj, data))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardOwner:
+    """Who serves a shard (partition of __consumer_offsets) of a sharded role."""
+    shard: int
+    owner_id: int
+    endpoint: str
+    timestamp_ms: int = 0
+
+
+def encode_shard_owner(owner: ShardOwner) -> bytes:
+    return _dump({"version": SHARD_ZNODE_VERSION, "owner": owner.owner_id,
+                  "endpoint": owner.endpoint, "timestamp": str(owner.timestamp_ms)})
+
+
+def decode_shard_owner(shard: int, data: bytes) -> ShardOwner:
+    w = "shard owner"
+    obj = _load(w, data)
+    return ShardOwner(shard, _field(w, obj, "owner", int, data),
+                      _field(w, obj, "endpoint", str, data), _timestamp(w, obj, data))
+
+
 # --- /cluster/id ------------------------------------------------------------------------------
 
 def encode_cluster_id(cluster_id: str) -> bytes:
@@ -442,6 +532,46 @@ def decode_cluster_id(data: bytes) -> str:
     if not cid:
         raise ZnodeDataError(w, "empty id", data)
     return cid
+
+
+# --- /latest_producer_id_block ----------------------------------------------------------------
+
+PRODUCER_ID_BLOCK_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ProducerIdBlockInfo:
+    """The last block of producer ids handed out (Kafka's ProducerIdBlockZNode): ids
+    block_start..block_end inclusive, claimed by controller `broker_id`."""
+    broker_id: int
+    block_start: int
+    block_end: int
+
+
+def encode_producer_id_block(info: ProducerIdBlockInfo) -> bytes:
+    # Kafka writes the bounds as strings of decimal digits (they are int64s).
+    return _dump({"version": PRODUCER_ID_BLOCK_VERSION, "broker": info.broker_id,
+                  "block_start": str(info.block_start), "block_end": str(info.block_end)})
+
+
+def decode_producer_id_block(data: bytes) -> ProducerIdBlockInfo:
+    w = "producer id block"
+    obj = _load(w, data)
+
+    def bound(key: str) -> int:
+        raw = _field(w, obj, key, (str, int), data)
+        if isinstance(raw, str) and not raw.isdigit():
+            raise ZnodeDataError(w, f"field {key!r} is not a non-negative integer", data)
+        value = int(raw)
+        if value < 0:
+            raise ZnodeDataError(w, f"field {key!r} is negative", data)
+        return value
+
+    start, end = bound("block_start"), bound("block_end")
+    if end < start:
+        raise ZnodeDataError(w, f"block_end {end} < block_start {start}", data)
+    return ProducerIdBlockInfo(broker_id=_field(w, obj, "broker", int, data),
+                               block_start=start, block_end=end)
 
 
 # --- the registry -----------------------------------------------------------------------------
@@ -477,4 +607,14 @@ ZNODES: tuple[ZnodeSpec, ...] = (
     ZnodeSpec("gateway", "/riverbed/gateways/<id>", True, GATEWAY_VERSION,
               encode_gateway, decode_gateway),
     ZnodeSpec("cluster_id", "/cluster/id", False, 1, encode_cluster_id, decode_cluster_id),
+    ZnodeSpec("group_coordinator", "/riverbed/group_coordinators/ids/<id>", True,
+              SHARD_ZNODE_VERSION, encode_coordinator_instance, decode_coordinator_instance),
+    ZnodeSpec("group_coordinator_shard", "/riverbed/group_coordinators/shards/<shard>", True,
+              SHARD_ZNODE_VERSION, encode_shard_owner, decode_shard_owner),
+    ZnodeSpec("offset_manager", "/riverbed/offset_managers/ids/<id>", True,
+              SHARD_ZNODE_VERSION, encode_coordinator_instance, decode_coordinator_instance),
+    ZnodeSpec("offset_manager_shard", "/riverbed/offset_managers/shards/<shard>", True,
+              SHARD_ZNODE_VERSION, encode_shard_owner, decode_shard_owner),
+    ZnodeSpec("latest_producer_id_block", "/latest_producer_id_block", False,
+              PRODUCER_ID_BLOCK_VERSION, encode_producer_id_block, decode_producer_id_block),
 )

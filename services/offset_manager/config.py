@@ -22,6 +22,17 @@ class OffsetManagerConfig:
     # The shell's acks=all write timeout; a timed-out commit is answered with an error.
     offsets_commit_timeout_ms: int = 5000
     offsets_commit_required_acks: int = -1
+    # __consumer_offsets itself, created by the first coordinator or offset manager that finds it
+    # missing (Kafka's keys and defaults): the replication factor is capped at the live storage
+    # nodes with a WARNING; the segment size is Kafka's offsets.topic.segment.bytes.
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104857600
+    # Bytes asked per FETCH while loading (and tailing) a shard (Kafka's offsets.load.buffer.size).
+    offsets_load_buffer_size: int = 5242880
+    # How long a call to the controller (METADATA, CREATE_TOPICS) or a storage node may take.
+    request_timeout_ms: int = 30000
+    # Requests handled at once at most (Kafka's queued.max.requests); joins and syncs park here.
+    queued_max_requests: int = 500
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
@@ -32,3 +43,17 @@ class OffsetManagerConfig:
             raise ValueError("offsets.topic.num.partitions must be >= 1")
         if self.offsets_retention_minutes < 1:
             raise ValueError("offsets.retention.minutes must be >= 1")
+        if self.offsets_topic_replication_factor < 1:
+            raise ValueError("offsets.topic.replication.factor must be >= 1")
+        if self.offsets_topic_segment_bytes < 14:
+            raise ValueError("offsets.topic.segment.bytes must be >= 14")
+        for key, value in (("offsets.load.buffer.size", self.offsets_load_buffer_size),
+                           ("offsets.commit.timeout.ms", self.offsets_commit_timeout_ms),
+                           ("request.timeout.ms", self.request_timeout_ms),
+                           ("queued.max.requests", self.queued_max_requests)):
+            if value < 1:
+                raise ValueError(f"{key}={value}: must be positive")
+
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://{self.host_name}:{self.port}"

@@ -130,6 +130,11 @@ class MetadataCache:
     def has_topic(self, name: str) -> bool:
         return name in self._topics
 
+    def partition_count(self, name: str) -> int | None:
+        """How many partitions `name` has, or None for an unknown topic."""
+        parts = self._partitions.get(name)
+        return None if parts is None else len(parts)
+
     def is_stale(self, now_ms: int, max_age_ms: int) -> bool:
         """True with no snapshot yet, or when the last one is older than max_age_ms."""
         return self._applied_at_ms is None or now_ms - self._applied_at_ms >= max_age_ms

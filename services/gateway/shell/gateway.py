@@ -38,12 +38,15 @@ from services.gateway.core.routing import (
     merge,
     split,
 )
+from services.gateway.shell.groups import GroupRouter
 
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
 METADATA_TOPIC = b"metadata"
 ADMIN_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-              ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS)
+              ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
+              ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+              ApiKey.INIT_PRODUCER_ID)   # producer ids are handed out by the active controller
 # Admin requests that change topics: refresh the cache right after so this gateway routes them.
 TOPIC_CHANGING_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS)
 TICK_S = 1.0
@@ -81,6 +84,7 @@ class Gateway:
         self._refresh_next: asyncio.Future | None = None
         self._background: set[asyncio.Task] = set()
         self.refreshes = 0
+        self._groups = GroupRouter(self)   # group/offset APIs -> coordinators
 
     # -- lifecycle ------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -111,12 +115,14 @@ class Gateway:
             watcher.start()
             DataWatch(self._zk, znodes.CONTROLLER, self._controller_watch)
             ChildrenWatch(self._zk, znodes.GATEWAYS, self._gateways_watch)
+            await asyncio.to_thread(self._groups.watch, self._zk)
             async with asyncio.TaskGroup() as tg:
                 tasks = [tg.create_task(self._server.serve(), name="rpc"),
                          tg.create_task(self._subscribe_loop(), name="metadata-sub"),
                          tg.create_task(self._register_loop(), name="register"),
                          tg.create_task(self._gateways_loop(), name="gateways"),
-                         tg.create_task(self._tick_loop(), name="tick")]
+                         tg.create_task(self._tick_loop(), name="tick"),
+                         tg.create_task(self._groups.run(), name="group-owners")]
                 self.log.info("serving on %s", self._server.bound_endpoint)
                 await stop.wait()
                 self.log.info("stopping")
@@ -145,6 +151,7 @@ class Gateway:
             h[api] = self._routed
         for api in ADMIN_APIS:
             h[api] = self._admin
+        h.update(self._groups.handlers())
         return h
 
     def _spawn(self, coro) -> None:

@@ -115,6 +115,9 @@ class GroupCoordinatorCore:
                     log.info("[group=%s gen=%d] member %s session expired", group.group_id,
                              group.generation_id, m.member_id)
                     self._remove_member(group, m.member_id, now_ms, out)
+            if group.initial_join_deadline_ms is not None and group.initial_join_deadline_ms <= now_ms:
+                group.initial_join_deadline_ms = None
+                self._maybe_complete_join(group, now_ms, out)
             if (group.state is S.PREPARING_REBALANCE and group.rebalance_deadline_ms is not None
                     and group.rebalance_deadline_ms <= now_ms):
                 self._complete_join(group, now_ms, out, timed_out=True)
@@ -279,8 +282,7 @@ class GroupCoordinatorCore:
         rebalance_timeout = req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else req.session_timeout_ms
         if not req.member_id:
             if len(group.members) >= cfg.group_max_size:
-                # Kafka answers GROUP_MAX_SIZE_REACHED (81), not yet in errors.proto.
-                return fail(E.INVALID_REQUEST, f"group.max.size {cfg.group_max_size} reached")
+                return fail(E.GROUP_MAX_SIZE_REACHED, f"group.max.size {cfg.group_max_size} reached")
             member_id = f"{ev.client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
             member = Member(member_id, ev.client_id, req.client_host, req.session_timeout_ms,
                             rebalance_timeout, tuple(protocols), join_request=rid,
@@ -449,12 +451,18 @@ class GroupCoordinatorCore:
             return
         if group.state is S.PREPARING_REBALANCE:
             return
+        was_empty = group.state is S.EMPTY
         group.transition(S.PREPARING_REBALANCE, now_ms)
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         group.rebalance_deadline_ms = now_ms + timeout
+        delay = min(self.config.group_initial_rebalance_delay_ms, timeout)
+        if was_empty and delay > 0:
+            group.initial_join_deadline_ms = now_ms + delay
         log.info("[group=%s gen=%d] preparing rebalance", group.group_id, group.generation_id)
 
     def _maybe_complete_join(self, group: Group, now_ms: int, out: list[Effect]) -> None:
+        if group.initial_join_deadline_ms is not None and now_ms < group.initial_join_deadline_ms:
+            return                                   # the initial delay: more members may come
         if group.state is S.PREPARING_REBALANCE and group.all_joined():
             self._complete_join(group, now_ms, out, timed_out=False)
 
@@ -507,6 +515,7 @@ class GroupCoordinatorCore:
                 # (a parked sync cannot exist in PreparingRebalance)
         group.generation_id += 1
         group.rebalance_deadline_ms = None
+        group.initial_join_deadline_ms = None
         if not group.members:
             group.protocol = None
             group.leader_id = None

@@ -50,6 +50,8 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)    # join order
     state_timestamp_ms: int = -1
     rebalance_deadline_ms: int | None = None
+    # Kafka's InitialDelayedJoin: a group leaving Empty waits this long for more members first.
+    initial_join_deadline_ms: int | None = None
     pending_write: int | None = None      # write id of the generation/tombstone write in flight
     pending_assignment: dict[str, tuple[TopicPartition, ...]] | None = None
     rebalance_after_write: bool = False

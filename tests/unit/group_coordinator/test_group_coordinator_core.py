@@ -22,6 +22,7 @@ GID = "billing"
 
 class Harness:
     def __init__(self, *, shards=(0,), num_partitions=1, topics=None, **cfg):
+        cfg.setdefault("group_initial_rebalance_delay_ms", 0)   # tested on its own below
         self.core = GroupCoordinatorCore(
             GroupCoordinatorConfig(offsets_topic_num_partitions=num_partitions, **cfg), random.Random(7))
         self.now = 1_000
@@ -427,3 +428,28 @@ def test_random_walk_keeps_invariants(seed):
         if grp is not None and grp.state is GroupState.STABLE:
             owned = [tp for m in grp.members.values() for tp in m.assignment]
             assert len(owned) == len(set(owned))
+
+
+def test_initial_rebalance_delay_puts_members_starting_together_in_one_generation():
+    h = Harness(group_initial_rebalance_delay_ms=3000)
+    r1, o1 = h.send(join())
+    assert not writes(o1) and not replies(o1)        # waiting for more members
+    h.now += 100
+    r2, o2 = h.send(join())
+    assert not writes(o2) and not replies(o2)
+    assert not writes(h.tick(1000))                  # still inside the delay
+    out = h.tick(2000)                               # the delay (3000 ms after the first) is over
+    (w,) = writes(out)
+    assert len(ot.decode_group_value(w.records[0][1]).members) == 2
+    got = replies(h.ack(out))
+    assert {got[r1].generation_id, got[r2].generation_id} == {1}
+    assert h.core.groups[GID].state is GroupState.STABLE
+
+
+def test_initial_rebalance_delay_is_capped_by_the_rebalance_timeout():
+    h = Harness(group_initial_rebalance_delay_ms=60_000)
+    rid, out = h.send(join(rebalance=6000, session=6000))
+    assert not writes(out)
+    out = h.tick(6000)
+    assert writes(out)
+    assert replies(h.ack(out))[rid].generation_id == 1

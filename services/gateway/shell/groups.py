@@ -1,0 +1,245 @@
+"""The gateway's group/offset routing shell: watches the shard owners of the group coordinators
+and offset managers in ZooKeeper and forwards the group and offset APIs (core/group_routing.py
+says which API goes where).
+
+Owners are cached from `<root>/shards/*` (ChildrenWatch; a change of owner is a delete then a
+create, so the children watch sees it) and the live coordinators from
+`/riverbed/group_coordinators/ids`. A NOT_COORDINATOR answer re-reads the owners and retries
+once; a shard with no owner answers COORDINATOR_NOT_AVAILABLE (retriable); an owner that does not
+answer in time likewise.
+
+The forwarded request carries the client's client_id (the coordinator names members after it).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from kazoo.exceptions import NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from riverbed import errors
+from riverbed._proto.v1 import group_pb2, header_pb2
+from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
+from services.common import rpc, znodes
+from services.gateway.core.group_routing import (
+    GROUP_COORDINATOR, OFFSET_MANAGER, PER_GROUP_APIS, REROUTE_CODES, error_body,
+    find_coordinator_error, find_coordinator_role, merge_described, merge_listed,
+)
+
+if TYPE_CHECKING:
+    from services.gateway.shell.gateway import Gateway
+
+ApiKey = header_pb2.ApiKey
+E = errors.ErrorCode
+ROOTS = {GROUP_COORDINATOR: znodes.GROUP_COORDINATORS, OFFSET_MANAGER: znodes.OFFSET_MANAGERS}
+
+
+async def call_as(channel: rpc.AsyncChannel, client_id: str, api: int, body, timeout_ms: int):
+    """channel.call with the client's client_id in the header. Channels to coordinators are used
+    only from here and every call sets the id first; AsyncChannel.call encodes the header
+    synchronously before its first await, so the id of this call is the one encoded."""
+    channel.client_id = client_id
+    return await channel.call(api, body, timeout_ms=timeout_ms)
+
+
+class GroupRouter:
+    def __init__(self, gateway: "Gateway"):
+        self.gw = gateway
+        self._owners: dict[str, dict[int, str]] = {GROUP_COORDINATOR: {}, OFFSET_MANAGER: {}}
+        self._coordinators: dict[int, str] = {}
+        self._changed: dict[str, asyncio.Event] = {GROUP_COORDINATOR: asyncio.Event(),
+                                                   OFFSET_MANAGER: asyncio.Event()}
+        self._ids_changed = asyncio.Event()
+
+    # -- ZooKeeper ------------------------------------------------------------------------
+    def watch(self, zk) -> None:
+        """Set the watches (zk is connected; blocking kazoo calls: run it in a thread)."""
+        loop = self.gw._loop
+        for role, root in ROOTS.items():
+            zk.ensure_path(znodes.shard_owners_path(root))
+            ChildrenWatch(zk, znodes.shard_owners_path(root),
+                          lambda _c, ev=self._changed[role]: loop.call_soon_threadsafe(ev.set))
+        zk.ensure_path(znodes.shard_instances_path(znodes.GROUP_COORDINATORS))
+        ChildrenWatch(zk, znodes.shard_instances_path(znodes.GROUP_COORDINATORS),
+                      lambda _c: loop.call_soon_threadsafe(self._ids_changed.set))
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            for role in ROOTS:
+                tg.create_task(self._owners_loop(role))
+            tg.create_task(self._ids_loop())
+
+    async def _owners_loop(self, role: str) -> None:
+        while True:
+            await self._changed[role].wait()
+            self._changed[role].clear()
+            await self._reread(role)
+
+    async def _reread(self, role: str) -> None:
+        try:
+            self._owners[role] = await asyncio.to_thread(self._read_owners, ROOTS[role])
+        except Exception as e:  # noqa: BLE001 - ZooKeeper hiccup; the watch fires again
+            self.gw.log.warning("could not read %s owners: %r", role, e)
+
+    def _read_owners(self, root: str) -> dict[int, str]:
+        zk = self.gw._zk
+        out = {}
+        base = znodes.shard_owners_path(root)
+        for child in zk.get_children(base):
+            try:
+                shard = int(child)
+                out[shard] = znodes.decode_shard_owner(shard, zk.get(f"{base}/{child}")[0]).endpoint
+            except (ValueError, NoNodeError, znodes.ZnodeDataError):
+                continue
+        return out
+
+    async def _ids_loop(self) -> None:
+        while True:
+            await self._ids_changed.wait()
+            self._ids_changed.clear()
+            try:
+                self._coordinators = await asyncio.to_thread(self._read_ids)
+            except Exception as e:  # noqa: BLE001
+                self.gw.log.warning("could not read the group coordinators: %r", e)
+
+    def _read_ids(self) -> dict[int, str]:
+        zk = self.gw._zk
+        base = znodes.shard_instances_path(znodes.GROUP_COORDINATORS)
+        out = {}
+        for child in zk.get_children(base):
+            try:
+                i = int(child)
+                out[i] = znodes.decode_coordinator_instance(i, zk.get(f"{base}/{child}")[0]).endpoint
+            except (ValueError, NoNodeError, znodes.ZnodeDataError):
+                continue
+        return out
+
+    # -- handlers -------------------------------------------------------------------------
+    def handlers(self) -> dict:
+        h = {api: self._per_group for api in PER_GROUP_APIS}
+        h[ApiKey.DESCRIBE_GROUPS] = self._describe_groups
+        h[ApiKey.LIST_GROUPS] = self._list_groups
+        h[ApiKey.FIND_COORDINATOR] = self._find_coordinator
+        return h
+
+    def _timeout(self, req: rpc.Request) -> int:
+        timeout = self.gw._timeout(req)
+        if req.api == ApiKey.JOIN_GROUP and req.header.timeout_ms == 0:
+            b = req.body
+            timeout += b.rebalance_timeout_ms or b.session_timeout_ms   # a join waits for the others
+        return timeout
+
+    async def _shard(self, group_id: str, timeout_ms: int) -> int | None:
+        n = self.gw.cache.partition_count(OFFSETS_TOPIC)
+        if not n:
+            await self.gw._wait_refresh(timeout_ms)
+            n = self.gw.cache.partition_count(OFFSETS_TOPIC)
+        return partition_for(group_id, n) if n else None
+
+    async def _call_owner(self, role: str, shard: int, req: rpc.Request, body, timeout_ms: int):
+        """The owner's response body, or (code, message) when there is none to ask or it failed."""
+        for attempt in (0, 1):
+            endpoint = self._owners[role].get(shard)
+            if endpoint is None:
+                if attempt == 0:
+                    await self._reread(role)
+                    continue
+                return E.COORDINATOR_NOT_AVAILABLE, f"no {role.replace('_', ' ')} owns shard {shard}"
+            try:
+                resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
+                                     body, timeout_ms)
+            except errors.NotCoordinatorError as e:
+                result = (e.code, e.message)
+            except errors.KafkaError as e:
+                if isinstance(e, (errors.RequestTimedOutError, errors.NetworkError)):
+                    return E.COORDINATOR_NOT_AVAILABLE, f"{role} at {endpoint}: {e}"
+                return e.code, e.message or e.name
+            else:
+                if req.api == ApiKey.DESCRIBE_GROUPS:
+                    codes = {g.error_code for g in resp.body.groups}
+                else:
+                    codes = {resp.body.error_code}
+                if not codes & REROUTE_CODES or attempt == 1:
+                    return resp.body
+                result = (E.NOT_COORDINATOR, f"{role} at {endpoint} does not own shard {shard}")
+            if attempt == 0:
+                self.gw.log.info("%s at %s answered NOT_COORDINATOR for shard %d; re-reading owners",
+                                 role, endpoint, shard)
+                await self._reread(role)
+        return result
+
+    async def _per_group(self, req: rpc.Request) -> rpc.Reply:
+        role = PER_GROUP_APIS[req.api]
+        body = req.body
+        if not body.group_id:
+            return rpc.Reply(error_body(req.api, body, E.INVALID_GROUP_ID, "group id is empty"))
+        timeout = self._timeout(req)
+        shard = await self._shard(body.group_id, timeout // 2)
+        if shard is None:
+            return rpc.Reply(error_body(req.api, body, E.COORDINATOR_NOT_AVAILABLE,
+                                        f"{OFFSETS_TOPIC} does not exist yet"))
+        result = await self._call_owner(role, shard, req, body, timeout)
+        if isinstance(result, tuple):
+            return rpc.Reply(error_body(req.api, body, *result))
+        return rpc.Reply(result)
+
+    async def _describe_groups(self, req: rpc.Request) -> rpc.Reply:
+        timeout = self._timeout(req)
+        by_shard: dict[int, list[str]] = {}
+        answers: dict[str, group_pb2.DescribedGroup] = {}
+        for gid in dict.fromkeys(req.body.groups):
+            shard = await self._shard(gid, timeout // 2) if gid else None
+            if shard is None:
+                answers[gid] = group_pb2.DescribedGroup(
+                    group_id=gid, error_code=E.INVALID_GROUP_ID if not gid else E.COORDINATOR_NOT_AVAILABLE)
+                continue
+            by_shard.setdefault(shard, []).append(gid)
+
+        async def one(shard: int, gids: list[str]) -> None:
+            sub = group_pb2.DescribeGroupsRequest(groups=gids)
+            result = await self._call_owner(GROUP_COORDINATOR, shard, req, sub, timeout)
+            body = error_body(ApiKey.DESCRIBE_GROUPS, sub, *result) if isinstance(result, tuple) else result
+            for d in body.groups:
+                answers[d.group_id] = d
+
+        await asyncio.gather(*(one(s, g) for s, g in by_shard.items()))
+        return rpc.Reply(merge_described(list(req.body.groups), answers))
+
+    async def _list_groups(self, req: rpc.Request) -> rpc.Reply:
+        timeout = self._timeout(req)
+        if not self._coordinators:
+            self._coordinators = await asyncio.to_thread(self._read_ids)
+
+        async def one(endpoint: str):
+            try:
+                resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
+                                     req.body, timeout)
+                return resp.body
+            except errors.KafkaError as e:
+                return E.COORDINATOR_NOT_AVAILABLE, f"group coordinator at {endpoint}: {e}"
+
+        answers = await asyncio.gather(*(one(ep) for ep in sorted(set(self._coordinators.values()))))
+        return rpc.Reply(merge_listed(answers))
+
+    async def _find_coordinator(self, req: rpc.Request) -> rpc.Reply:
+        body = req.body
+        err = find_coordinator_error(body)
+        if err is not None:
+            return rpc.Reply(group_pb2.FindCoordinatorResponse(error_code=err[0], error_message=err[1]))
+        shard = await self._shard(body.key, self._timeout(req) // 2)
+        if shard is None:
+            return rpc.Reply(group_pb2.FindCoordinatorResponse(
+                error_code=E.COORDINATOR_NOT_AVAILABLE, error_message=f"{OFFSETS_TOPIC} does not exist yet"))
+        role = find_coordinator_role(body)
+        if shard not in self._owners[role]:
+            await self._reread(role)
+        if shard not in self._owners[role]:
+            return rpc.Reply(group_pb2.FindCoordinatorResponse(
+                error_code=E.COORDINATOR_NOT_AVAILABLE, shard=shard,
+                error_message=f"shard {shard} has no {role.replace('_', ' ')} yet"))
+        cfg = self.gw.config
+        # Clients keep talking to gateways: this gateway is the coordinator they see.
+        return rpc.Reply(group_pb2.FindCoordinatorResponse(
+            error_code=E.NONE, node_id=cfg.gateway_id, host=cfg.host_name, port=cfg.port,
+            endpoint=cfg.endpoint, shard=shard))

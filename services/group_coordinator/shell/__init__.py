@@ -1,0 +1,1 @@
+"""The group coordinator's shell: RpcServer, ZooKeeper shard ownership, __consumer_offsets I/O."""
