@@ -77,6 +77,13 @@ class StorageNodeConfig:
     controlled_shutdown_max_retries: int = 3
     controlled_shutdown_retry_backoff_ms: int = 5000
 
+    # -- idempotent producers (Kafka's keys and defaults) --------------------------------
+    # A producer id whose last batch is this old is forgotten (its next batch is accepted with
+    # any sequence, KIP-360); Kafka >= 2.8: one day.
+    producer_id_expiration_ms: int = 86400000
+    # How often the expiry runs (Kafka: 10 minutes).
+    producer_id_expiration_check_interval_ms: int = 600000
+
     # -- requests ------------------------------------------------------------------------
     # acks=-1 wait when the request's timeout_ms is 0 (Kafka's request.timeout.ms).
     request_timeout_ms: int = 30000
@@ -110,6 +117,10 @@ class StorageNodeConfig:
             raise ConfigError("controlled.shutdown.max.retries must be >= 0")
         if self.controlled_shutdown_retry_backoff_ms < 0:
             raise ConfigError("controlled.shutdown.retry.backoff.ms must be >= 0")
+        if self.producer_id_expiration_ms <= 0:
+            raise ConfigError("producer.id.expiration.ms must be positive")
+        if self.producer_id_expiration_check_interval_ms <= 0:
+            raise ConfigError("producer.id.expiration.check.interval.ms must be positive")
         if self.log_cleanup_policy not in ("delete", "compact", "compact,delete", "delete,compact"):
             raise ConfigError(f"log.cleanup.policy={self.log_cleanup_policy!r}: "
                               "expected delete, compact or both")

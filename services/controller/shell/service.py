@@ -11,6 +11,14 @@ gone, so the shell does not use them. It creates /controller itself, bumps /cont
 with a versioned write, and every later write carries a version check on /controller_epoch. On
 SUSPENDED or LOST, on another controller's /controller, or on any failed write it stops acting
 at once (the core forgets its model) and runs the election again when connected.
+
+Producer ids (INIT_PRODUCER_ID, idempotent producers): the active controller holds a
+`ProducerIdAllocator` (core/producer_ids.py), created empty on election and dropped on losing
+it. Blocks of ids are claimed through /latest_producer_id_block on the ZooKeeper executor
+(shell/producer_ids_store.py, a versioned write: blocks never overlap, even across failovers):
+one claim on election, then whenever the allocator asks (prefetch at 90% used). A request that
+finds no id waits for the running claim and is answered once more; the claim is not fenced by
+/controller_epoch and does not take the core's lock.
 """
 from __future__ import annotations
 
@@ -33,6 +41,9 @@ from services.controller.core.effects import (
 from services.controller.core.events import (
     BrokersChanged, ElectedAsController, GatewaysChanged, LeadershipLost,
     PreferredElectionZnodeChanged, ReassignmentsZnodeChanged, RequestReceived)
+from services.controller.core.producer_ids import (
+    ProducerIdAllocator, handle_init_producer_id)
+from services.controller.shell.producer_ids_store import ProducerIdBlockStore
 from services.controller.shell.senders import NodeSenders
 from services.controller.shell.zk_store import Fenced, ZkStore
 
@@ -44,6 +55,7 @@ SERVED_APIS = (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_TOPICS,
                ApiKey.ALTER_CONFIGS, ApiKey.ALTER_PARTITION, ApiKey.CONTROLLED_SHUTDOWN,
                ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                ApiKey.LIST_PARTITION_REASSIGNMENTS)
+COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.code
 TICK_INTERVAL_S = 0.1
 ELECTION_RETRY_S = 0.5
 METADATA_TOPIC = b"metadata"
@@ -78,6 +90,9 @@ class ControllerService:
         self.pool: ChannelPool | None = None
         self.senders: NodeSenders | None = None
         self._watcher: zkmod.SessionWatcher | None = None
+        # Producer ids: set while active (a fresh one per election), the running block claim.
+        self._pid_alloc: ProducerIdAllocator | None = None
+        self._pid_claim: asyncio.Task | None = None
 
     async def _zk(self, fn, *args, **kw):
         return await self._loop.run_in_executor(self._zk_exec, lambda: fn(*args, **kw))
@@ -102,6 +117,7 @@ class ControllerService:
         try:
             await self._zk(self.store.ensure_paths)
             handlers = {api: self._handle for api in SERVED_APIS}
+            handlers[ApiKey.INIT_PRODUCER_ID] = self._handle_init_producer_id
             self.server = RpcServer(cfg.endpoint, handlers, name=f"controller-{cfg.controller_id}",
                                     socket_request_max_bytes=cfg.socket_request_max_bytes)
             self.publisher = Publisher(cfg.pub_endpoint)
@@ -200,6 +216,7 @@ class ControllerService:
             log.warning("controller %d stops acting (epoch %d): %s", self.cfg.controller_id,
                         self.core.controller_epoch, reason)
             self.core.handle(LeadershipLost(reason), _now_ms())
+            self._pid_alloc = None        # a running claim's block is dropped (ids are lost)
             if release and self._connected:
                 self._loop.run_in_executor(self._zk_exec, self.store.release_controller)
         self._election_wake.set()
@@ -247,6 +264,9 @@ class ControllerService:
                     ElectedAsController(epoch, cluster_id, brokers, topics, pending,
                                         reassignments, reassign_version, gateways), _now_ms())
                 await self._execute(effects)
+                if self.core.active:
+                    self._pid_alloc = ProducerIdAllocator()
+                    self._maybe_claim_producer_ids()
             self._brokers_dirty.set()   # registrations may have changed while we read
             self._admin_dirty.set()     # a pending /admin/preferred_replica_election
 
@@ -325,6 +345,56 @@ class ControllerService:
         if respond.error is not None:
             raise respond.error
         return Reply(respond.body)
+
+    # ---- producer ids ------------------------------------------------------------------------
+    async def _handle_init_producer_id(self, req: Request) -> Reply:
+        """INIT_PRODUCER_ID: a standby answers NOT_CONTROLLER; the active controller answers
+        from its allocator, waiting for a block claim only when it has no id at all."""
+        alloc = self._pid_alloc
+        if not self.core.active or alloc is None:
+            raise errors.NotControllerError(
+                f"node {self.cfg.controller_id} is not the active controller")
+        resp, effects = handle_init_producer_id(req.body, alloc)
+        if effects:
+            self._start_claim(alloc)
+        if resp.error_code == COORDINATOR_NOT_AVAILABLE and self._pid_claim is not None:
+            claim = self._pid_claim
+            # Bounded: the claim is a few ZooKeeper round trips, retried on lost races only.
+            try:
+                await asyncio.wait_for(asyncio.shield(claim),
+                                       self.cfg.controller_socket_timeout_ms / 1000)
+            except TimeoutError:
+                return Reply(resp)
+            if self._pid_alloc is alloc and claim.result():
+                resp, effects = handle_init_producer_id(req.body, alloc)
+                if effects:
+                    self._start_claim(alloc)
+        return Reply(resp)
+
+    def _maybe_claim_producer_ids(self) -> None:
+        alloc = self._pid_alloc
+        if alloc is not None and alloc.start_claim():
+            self._start_claim(alloc)
+
+    def _start_claim(self, alloc: ProducerIdAllocator) -> None:
+        """`alloc.start_claim()` said True: claim the next block on the ZooKeeper executor."""
+        self._pid_claim = self._loop.create_task(self._claim_producer_ids(alloc))
+
+    async def _claim_producer_ids(self, alloc: ProducerIdAllocator) -> bool:
+        """Claim one block for `alloc`; True when it was installed."""
+        try:
+            block = await self._zk(ProducerIdBlockStore(self.client).claim_next_block,
+                                   self.cfg.controller_id)
+        except Exception as e:  # noqa: BLE001 - connection loss, exhausted, unreadable znode
+            log.warning("claiming a producer id block failed: %r", e)
+            alloc.claim_failed()
+            return False
+        if self._pid_alloc is not alloc:     # lost the controllership meanwhile: ids unused
+            log.info("producer ids %d..%d claimed after losing the controllership; dropped",
+                     block.first_id, block.last_id)
+            return False
+        alloc.install_block(block)
+        return True
 
     # ---- effects -----------------------------------------------------------------------------
     async def _execute(self, effects) -> Respond | None:

@@ -1,6 +1,12 @@
 """The shell's only contact with the storage engine (services.storage_node.log): opening the
 LogManager with the node's defaults, and the few PartitionLog calls the handlers make. Kept in
-one place so the engine's API can move without touching the request handlers."""
+one place so the engine's API can move without touching the request handlers.
+
+Idempotent producers: every partition log has a `ProducerStateStore` beside it (loaded from its
+snapshots + log at startup, created empty with a new log). Appends and truncations go through
+the store, so the producer state always describes exactly the log (the store snapshots on roll
+and at close, and reloads on truncation). Everything runs on the node's loop thread, the
+partition's only writer, so check -> append -> apply happen in order per partition."""
 from __future__ import annotations
 
 import logging
@@ -8,9 +14,13 @@ import os
 import random
 import time
 
+from riverbed.records import BatchHeader, iter_batches
+
 from services.storage_node.config import StorageNodeConfig
 from services.storage_node.core import checkpoints
+from services.storage_node.core.producer_state import Decision
 from services.storage_node.log import LogConfig, LogManager, PartitionLog, files
+from services.storage_node.log.producer_snapshot import ProducerStateStore
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +59,18 @@ class Logs:
     (`replication-offset-checkpoint` per log dir), which is the replica layer's to write (as
     Kafka's ReplicaManager does)."""
 
-    def __init__(self, manager: LogManager, defaults: LogConfig):
+    def __init__(self, manager: LogManager, defaults: LogConfig, *,
+                 producer_id_expiration_ms: int = 86400000):
         self.manager = manager
         self.defaults = defaults
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        # One producer-state store per partition log, loaded once the log is open (recovered).
+        self.stores: dict[tuple[str, int], ProducerStateStore] = {}
+        now = _now_ms()
+        for tp in manager.partitions():
+            store = ProducerStateStore(manager.get(*tp))
+            store.load(now_ms=now, producer_id_expiration_ms=producer_id_expiration_ms)
+            self.stores[tp] = store
         self.hw_checkpoint: dict[tuple[str, int], int] = {}
         for d in manager.log_dirs:
             text = files.read_text(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT))
@@ -76,17 +95,40 @@ class Logs:
                          if k not in REPLICATION_TOPIC_KEYS}
         # Validate the topic's overrides first: a bad value is INVALID_CONFIG, nothing created.
         LogConfig.from_topic_configs(self.defaults, topic_configs)
-        return self.manager.get_or_create(tp[0], tp[1], topic_configs or None, now_ms=_now_ms())
+        plog = self.manager.get_or_create(tp[0], tp[1], topic_configs or None, now_ms=_now_ms())
+        if tp not in self.stores:
+            self.stores[tp] = ProducerStateStore(plog)     # a new log: empty state at its start
+        return plog
+
+    def store(self, tp) -> ProducerStateStore | None:
+        """The partition's producer state + log (appends and truncations go through it)."""
+        return self.stores.get(tp)
 
     def high_watermark_checkpoint(self, tp) -> int:
         return self.hw_checkpoint.get(tp, 0)
 
     def delete(self, tp) -> None:
+        # The partition dir goes, snapshots included; the state goes with it.
+        self.stores.pop(tp, None)
         self.manager.delete_partition(tp[0], tp[1])
         self.hw_checkpoint.pop(tp, None)
 
     def tick(self) -> None:
         self.manager.tick(_now_ms())
+        for store in list(self.stores.values()):
+            if not store.log.closed:
+                store.delete_old_snapshots()    # retention moved the log start past them
+
+    def expire_producers(self) -> int:
+        """Forget producers idle for producer.id.expiration.ms. Returns how many."""
+        now = _now_ms()
+        dropped = 0
+        for tp, store in list(self.stores.items()):
+            gone = store.expire(now, self.producer_id_expiration_ms)
+            if gone:
+                log.info("[%s-%d] expired %d producer id(s)", tp[0], tp[1], len(gone))
+                dropped += len(gone)
+        return dropped
 
     def write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> None:
         """Write `replication-offset-checkpoint` in each log dir (only when it changed)."""
@@ -103,6 +145,15 @@ class Logs:
         self.hw_checkpoint = dict(hws)
 
     def close(self) -> None:
+        """A snapshot of every partition's producer state at its log end, then the logs (flush,
+        checkpoints, clean-shutdown marker): a clean restart loads the snapshots, no log scan."""
+        for tp, store in self.stores.items():
+            if store.log.closed:
+                continue
+            try:
+                store.close()
+            except OSError as e:     # the next start rebuilds from an older snapshot + the log
+                log.error("[%s-%d] producer snapshot at close failed: %s", tp[0], tp[1], e)
         self.manager.close()
 
 
@@ -111,18 +162,32 @@ def open_logs(cfg: StorageNodeConfig) -> Logs:
     defaults = log_defaults(cfg)
     manager = LogManager(cfg.log_dir_list, defaults, now_ms=_now_ms(), rng=random.Random(),
                          cleaner_enable=cfg.log_cleaner_enable)
-    return Logs(manager, defaults)
+    return Logs(manager, defaults, producer_id_expiration_ms=cfg.producer_id_expiration_ms)
 
 
 # -- PartitionLog calls ----------------------------------------------------------------------
 
-def append_as_leader(plog, payload, leader_epoch: int) -> tuple[int, int]:
-    info = plog.append(payload, now_ms=_now_ms(), leader_epoch=leader_epoch, assign_offsets=True)
-    return info.first_offset, info.last_offset
+def headers_of(payload) -> list[BatchHeader]:
+    """The batch headers of a payload of whole batches, in order."""
+    return [h for _, h in iter_batches(payload)]
 
 
-def append_as_follower(plog, payload) -> None:
-    plog.append(payload, now_ms=_now_ms(), assign_offsets=False)
+def append_as_leader(store: ProducerStateStore, payload,
+                     leader_epoch: int) -> tuple[Decision, int, int]:
+    """Check the payload's idempotent batches against the producer state, then append (assign
+    offsets, stamp the leader epoch) and apply. Returns (decision, first offset, last offset):
+    for APPEND the offsets written; for DUPLICATE the offsets of the batch(es) already in the
+    log (nothing appended); for REFUSE -1, -1 (nothing appended)."""
+    decision, info = store.append_as_leader(payload, headers_of(payload), now_ms=_now_ms(),
+                                            leader_epoch=leader_epoch)
+    if info is not None:
+        return decision, info.first_offset, info.last_offset
+    return decision, decision.first_offset, decision.last_offset
+
+
+def append_as_follower(store: ProducerStateStore, payload) -> None:
+    """The leader's batches with the leader's offsets, applied to the producer state."""
+    store.append_as_follower(payload, headers_of(payload), now_ms=_now_ms())
 
 
 def read(plog, offset: int, max_bytes: int, max_offset: int):
@@ -146,12 +211,17 @@ def offset_for_timestamp(plog, timestamp: int) -> tuple[int, int] | None:
     return ts, offset
 
 
-def truncate_to(plog, offset: int) -> None:
-    plog.truncate_to(offset, now_ms=_now_ms())
+def truncate_to(store: ProducerStateStore, offset: int) -> None:
+    """Truncate the log to `offset` and reload the producer state (from the newest snapshot at
+    or below the new end plus the log). At or past the log end nothing changes (no reload)."""
+    if offset >= store.log.log_end_offset:
+        return
+    store.truncate_to(offset, now_ms=_now_ms())
 
 
-def truncate_fully_and_start_at(plog, offset: int) -> None:
-    plog.truncate_fully_and_start_at(offset, now_ms=_now_ms())
+def truncate_fully_and_start_at(store: ProducerStateStore, offset: int) -> None:
+    """Empty log at `offset`, every producer snapshot deleted, empty producer state."""
+    store.truncate_fully_and_start_at(offset, now_ms=_now_ms())
 
 
 def epoch_entries(plog) -> list[tuple[int, int]]:

@@ -36,6 +36,7 @@ from services.storage_node.core import divergence
 from services.storage_node.core.produce_admission import (acks_all_result, admit_partition,
                                                           check_acks, max_batch_bytes,
                                                           min_insync_replicas)
+from services.storage_node.core.producer_state import Verdict
 from services.storage_node.core.purgatory import (FetchDecision, FetchWaiters, ProducePurgatory,
                                                   decide_fetch)
 from services.storage_node.core.replica_state import (NONE, AlterIsr, AlterPartitionResult,
@@ -222,6 +223,7 @@ class StorageNode:
     async def _tick_loop(self) -> None:
         next_log_tick = 0
         next_isr_check = 0
+        next_producer_expiry = now_ms() + self.cfg.producer_id_expiration_check_interval_ms
         isr_interval = self.cfg.effective_replica_lag_check_interval_ms
         while True:
             now = now_ms()
@@ -236,6 +238,12 @@ class StorageNode:
                 except Exception:
                     log.exception("log maintenance failed")
                 self._checkpoint_high_watermarks()
+            if now >= next_producer_expiry:
+                next_producer_expiry = now + self.cfg.producer_id_expiration_check_interval_ms
+                try:
+                    self.logs.expire_producers()    # producer.id.expiration.ms
+                except Exception:
+                    log.exception("producer id expiry failed")
             for op in self.produce_purgatory.tick(now):
                 self._finish_produce(op)
             for wid in self.fetch_waiters.tick(now):
@@ -311,13 +319,23 @@ class StorageNode:
             replica = self.core.get(tp)
             plog = self.logs.get(tp)
             try:
-                first, last = log_access.append_as_leader(plog, payload, replica.leader_epoch)
+                decision, first, last = log_access.append_as_leader(
+                    self.logs.store(tp), payload, replica.leader_epoch)
             except errors.KafkaError as e:
                 results[tp] = [e.code, e.message, -1, -1]
                 continue
             except OSError as e:
                 log.error("[%s-%d] append failed: %s", tp[0], tp[1], e)
                 results[tp] = [KAFKA_STORAGE_ERROR, str(e), -1, -1]
+                continue
+            if decision.verdict is Verdict.REFUSE:       # sequence/epoch check: nothing appended
+                results[tp] = [decision.error_code, decision.message, -1, -1]
+                continue
+            if decision.verdict is Verdict.DUPLICATE:    # a retry of batches already written
+                log.debug("[%s-%d] duplicate produce answered with offset %d", tp[0], tp[1],
+                          first)
+                results[tp] = [NONE, "", first, log_access.log_start_offset(plog)]
+                required[tp] = last + 1                  # acks=-1: once the HW passes them
                 continue
             moved = self.core.on_local_append(tp, log_access.log_end_offset(plog))
             results[tp] = [NONE, "", first, log_access.log_start_offset(plog)]
@@ -595,7 +613,7 @@ class StorageNode:
             for op in self.produce_purgatory.on_leadership_lost(tp):
                 self._finish_produce(op)
             plog = self.logs.get(tp)
-            log_access.truncate_to(plog, eff.truncate_to)
+            log_access.truncate_to(self.logs.store(tp), eff.truncate_to)
             self.core.on_truncated(tp, log_access.log_end_offset(plog))
             self._partition_changed(tp, False)
 
@@ -609,6 +627,11 @@ class StorageNode:
                 if f.task is not None:
                     f.task.cancel()
                 del self.fetchers[key]
+        if self._closing:
+            # Stopping: run() has cancelled the fetchers already; a LEADER_AND_ISR handled after
+            # that (the controller's answer to our controlled shutdown) must not start new ones,
+            # or the TaskGroup waits for them forever and SIGTERM ends in SIGKILL.
+            return
         for key in wanted:
             if key in self.fetchers:
                 continue
@@ -659,7 +682,7 @@ class StorageNode:
         plog = self.logs.get(tp)
         end = whole_batches_end(data)
         if end > 0:
-            log_access.append_as_follower(plog, memoryview(data)[:end])
+            log_access.append_as_follower(self.logs.store(tp), memoryview(data)[:end])
         moved = self.core.on_follower_appended(tp, log_access.log_end_offset(plog), leader_hw)
         self._partition_changed(tp, moved)
 
@@ -679,7 +702,7 @@ class StorageNode:
                  "%d -> %d", tp[0], tp[1], r.leader_epoch, leader_id, div_epoch, div_end_offset,
                  leo, target)
         if target < leo:
-            log_access.truncate_to(plog, target)
+            log_access.truncate_to(self.logs.store(tp), target)
         self.core.on_truncated(tp, log_access.log_end_offset(plog))
         self._partition_changed(tp, False)
 
@@ -692,11 +715,11 @@ class StorageNode:
         if leader_leo >= 0 and r.log_end_offset > leader_leo:
             log.warning("[%s-%d] ahead of leader (%d > %d): truncating", tp[0], tp[1],
                         r.log_end_offset, leader_leo)
-            log_access.truncate_to(plog, leader_leo)
+            log_access.truncate_to(self.logs.store(tp), leader_leo)
         elif leader_log_start >= 0 and r.log_end_offset < leader_log_start:
             log.warning("[%s-%d] behind leader's log start %d: starting over there",
                         tp[0], tp[1], leader_log_start)
-            log_access.truncate_fully_and_start_at(plog, leader_log_start)
+            log_access.truncate_fully_and_start_at(self.logs.store(tp), leader_log_start)
         self.core.on_truncated(tp, log_access.log_end_offset(plog))
 
     def _checkpoint_high_watermarks(self) -> None:

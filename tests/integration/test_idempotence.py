@@ -1,0 +1,346 @@
+"""The idempotent producer's server side with real processes (issue 6 item 3).
+
+- INIT_PRODUCER_ID from the active controller (a real controller process; a standby answers
+  NOT_CONTROLLER): distinct ids for two callers, the same id with epoch + 1 for (id, epoch).
+- Storage nodes (the test plays controller with LEADER_AND_ISR, as in test_storage_node.py, and
+  produces to the leader directly with riverbed.wire.client.Channel): a retried batch is answered
+  with its original offset and written once; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER with
+  nothing appended; the state survives a SIGKILL restart (rebuilt from the log), a clean restart
+  (loaded from the snapshot written at close) and a leader change (the follower built it from
+  the replicated batches).
+"""
+from __future__ import annotations
+
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from riverbed import errors
+from riverbed._proto.v1 import controller_pb2, fetch_pb2, produce_pb2, producer_id_pb2
+from riverbed.records import build_batch, decode_batches
+from riverbed.wire.apis import ApiKey
+from riverbed.wire.client import Channel
+
+from deploy.process import spawn, stop_all
+from services.common import zk as zkmod
+from services.common import znodes
+
+pytestmark = pytest.mark.integration
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+NONE = 0
+E = errors.ErrorCode
+WAIT_S = 30.0          # bound on polling loops, never a pass/fail threshold on speed
+TOPIC = "idem"
+
+
+class Node:
+    """One storage-node subprocess; stopped (SIGKILL if need be) by the fixture."""
+
+    def __init__(self, tmp: pathlib.Path, broker_id: int, port: int, zk_connect: str):
+        self.broker_id = broker_id
+        self.port = port
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+        self.log_dir = tmp / f"logs-{broker_id}"
+        self.out = tmp / f"node-{broker_id}.log"
+        self.config = tmp / f"node-{broker_id}.properties"
+        props = {"broker.id": broker_id, "port": port, "host.name": "127.0.0.1",
+                 "log.dirs": self.log_dir, "zookeeper.connect": zk_connect,
+                 "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 100,
+                 "zookeeper.session.timeout.ms": 4000}
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Node":
+        with open(self.out, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "services.storage_node", "--config", str(self.config)],
+                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+        return self
+
+    def stop(self, sig=signal.SIGTERM, timeout_s: float = 30) -> int:
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise AssertionError(f"node {self.broker_id} did not stop:\n{self.log_tail()}")
+
+    def log_tail(self) -> str:
+        return self.out.read_text(errors="replace")[-6000:] if self.out.exists() else ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def wait_registered(zk, node: Node, not_session: int | None = None) -> int:
+    """Wait for /brokers/ids/<id> from a session other than `not_session` (a killed process's
+    znode lingers until its session expires). Returns the registering session id."""
+    path = znodes.broker_path(node.broker_id)
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        assert node.alive(), f"node exited early:\n{node.log_tail()}"
+        stat = zk.exists(path)
+        if stat is not None and stat.ephemeralOwner != not_session:
+            return stat.ephemeralOwner
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared:\n{node.log_tail()}")
+
+
+def leader_and_isr(ch: Channel, cepoch: int, parts, live_leaders=()):
+    req = controller_pb2.LeaderAndIsrRequest(controller_id=100, controller_epoch=cepoch)
+    for topic, partition, leader, lepoch, isr, replicas in parts:
+        req.partitions.add(topic=topic, partition=partition, controller_epoch=cepoch,
+                           leader=leader, leader_epoch=lepoch, isr=isr, replicas=replicas)
+    for node in live_leaders:
+        req.live_leaders.add(node_id=node.broker_id, host="127.0.0.1", port=node.port,
+                             endpoint=node.endpoint)
+    return ch.call(ApiKey.LEADER_AND_ISR, req, timeout_ms=10000).body
+
+
+def produce(ch: Channel, topic, partition, payload, acks=1, timeout_ms=5000):
+    req = produce_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
+    req.topics.add(name=topic).partitions.add(partition=partition)
+    resp = ch.call(ApiKey.PRODUCE, req, payloads=[payload], timeout_ms=timeout_ms + 5000)
+    return resp.body.topics[0].partitions[0]
+
+
+def fetch_all(ch: Channel, topic, partition, offset=0):
+    """Every record up to the high watermark (consumer fetches), and the last answer."""
+    out = []
+    while True:
+        req = fetch_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0)
+        req.topics.add(name=topic).partitions.add(partition=partition, fetch_offset=offset,
+                                                  partition_max_bytes=1 << 20)
+        resp = ch.call(ApiKey.FETCH, req, timeout_ms=10000)
+        part = resp.body.topics[0].partitions[0]
+        assert part.error_code == NONE, part.error_message
+        recs = decode_batches(bytes(resp.payloads[0]))
+        if not recs:
+            return out, part
+        out += recs
+        offset = recs[-1].offset + 1
+
+
+def wait_until(pred, what, timeout_s=WAIT_S, interval_s=0.05):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval_s)
+
+
+def idem_batch(pid, epoch, seq, values):
+    """An idempotent batch; timestamps are now, so producer.id.expiration.ms keeps the state."""
+    ts = int(time.time() * 1000)
+    return build_batch([(ts + i, None, v) for i, v in enumerate(values)], producer_id=pid,
+                       producer_epoch=epoch, base_sequence=seq)
+
+
+@pytest.fixture
+def zk(zk_chroot):
+    client = zkmod.connect(zk_chroot, timeout_s=10)
+    yield client
+    zkmod.close(client)
+
+
+@pytest.fixture
+def nodes(tmp_path, free_ports, zk_chroot):
+    started: list[Node] = []
+
+    def make(broker_id: int, **extra) -> Node:
+        node = Node(tmp_path, broker_id, free_ports(1)[0], zk_chroot, **extra)
+        started.append(node)
+        return node
+    yield make
+    stop_all([(n.proc.pid, n.proc) for n in started if n.proc is not None], grace_s=5,
+             kill_only=True)
+
+
+# ---- controller: INIT_PRODUCER_ID ------------------------------------------------------------
+
+def init_producer_id(ch: Channel, pid=-1, epoch=-1):
+    req = producer_id_pb2.InitProducerIdRequest(producer_id=pid, producer_epoch=epoch)
+    return ch.call(ApiKey.INIT_PRODUCER_ID, req, timeout_ms=10_000).body
+
+
+def first_id_from(endpoint: str):
+    """INIT_PRODUCER_ID until answered: /controller is written before the winner has read the
+    cluster, so it answers NOT_CONTROLLER (or COORDINATOR_NOT_AVAILABLE) until then; both are
+    retriable for a client."""
+    def attempt():
+        try:
+            with Channel(endpoint) as ch:
+                r = init_producer_id(ch)
+        except errors.NotControllerError:
+            return None
+        return r if r.error_code == NONE else None
+    return wait_until(attempt, f"a producer id from {endpoint}")
+
+
+def test_init_producer_id_from_the_active_controller(tmp_path, zk_chroot, zk, free_ports):
+    procs = {}
+    ports = {}
+    try:
+        for cid in (1, 2):
+            port, pub = free_ports(2)
+            ports[cid] = port
+            cfg = tmp_path / f"controller-{cid}.properties"
+            cfg.write_text("".join(f"{k}={v}\n" for k, v in {
+                "controller.id": cid, "host.name": "127.0.0.1", "port": port, "pub.port": pub,
+                "zookeeper.connect": zk_chroot, "zookeeper.session.timeout.ms": 4000}.items()))
+            procs[cid] = spawn([sys.executable, "-m", "services.controller", "--config",
+                                str(cfg)], tmp_path / f"controller-{cid}.log")
+            if cid == 1:    # 1 wins the election before 2 exists
+                wait_until(lambda: zk.exists(znodes.CONTROLLER), "an active controller")
+
+        active = znodes.decode_controller(zk.get(znodes.CONTROLLER)[0]).controller_id
+        standby = 2 if active == 1 else 1
+        with Channel(f"tcp://127.0.0.1:{ports[active]}") as a, \
+                Channel(f"tcp://127.0.0.1:{ports[active]}") as b:
+            first = first_id_from(f"tcp://127.0.0.1:{ports[active]}")
+            second = init_producer_id(b)
+            assert (first.error_code, second.error_code) == (NONE, NONE), (first, second)
+            assert first.producer_id >= 0 and second.producer_id >= 0
+            assert first.producer_id != second.producer_id
+            assert (first.producer_epoch, second.producer_epoch) == (0, 0)
+
+            bumped = init_producer_id(a, first.producer_id, first.producer_epoch)
+            assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == \
+                (NONE, first.producer_id, 1)
+            bad = init_producer_id(a, first.producer_id, -1)
+            assert bad.error_code == E.Value("INVALID_REQUEST")
+
+        # The block the active controller claimed is recorded under its id.
+        data, _ = zk.get(znodes.LATEST_PRODUCER_ID_BLOCK)
+        block = znodes.decode_producer_id_block(data)
+        assert block.broker_id == active
+        assert block.block_start <= first.producer_id <= block.block_end
+        assert block.block_start <= second.producer_id <= block.block_end
+
+        with Channel(f"tcp://127.0.0.1:{ports[standby]}") as s:
+            with pytest.raises(errors.NotControllerError):
+                init_producer_id(s)
+
+        # Fail over: the successor claims the next block, so its ids are new ones.
+        procs[active].send_signal(signal.SIGKILL)
+        procs[active].wait(10)
+        wait_until(lambda: zk.exists(znodes.CONTROLLER) and znodes.decode_controller(
+            zk.get(znodes.CONTROLLER)[0]).controller_id == standby, "the standby to take over")
+        third = first_id_from(f"tcp://127.0.0.1:{ports[standby]}")
+        assert third.producer_id > block.block_end
+    finally:
+        stop_all([(p.pid, p) for p in procs.values()], grace_s=5, kill_only=True)
+
+
+# ---- storage node: duplicates, gaps, restarts, leader change --------------------------------
+
+def values_in_log(ch, partition=0):
+    recs, part = fetch_all(ch, TOPIC, partition)
+    return [r.value for r in recs], part
+
+
+def test_retry_is_written_once_and_gap_is_refused_and_state_survives_restarts(nodes, zk):
+    node = nodes(1).start()
+    session = wait_registered(zk, node)
+    pid, epoch = 4242, 1
+    b0 = idem_batch(pid, epoch, 0, [b"a", b"b"])
+    b1 = idem_batch(pid, epoch, 2, [b"c"])
+    with Channel(node.endpoint) as ch:
+        r = leader_and_isr(ch, 1, [(TOPIC, 0, 1, 0, [1], [1])])
+        assert r.partitions[0].error_code == NONE
+
+        p = produce(ch, TOPIC, 0, b0)
+        assert (p.error_code, p.base_offset) == (NONE, 0)
+        again = produce(ch, TOPIC, 0, b0)            # the response was lost; the client retries
+        assert (again.error_code, again.base_offset) == (NONE, 0)
+        p = produce(ch, TOPIC, 0, b1, acks=-1)
+        assert (p.error_code, p.base_offset) == (NONE, 2)
+        again = produce(ch, TOPIC, 0, b1, acks=-1)   # acks=-1 duplicate: at once (ISR of one)
+        assert (again.error_code, again.base_offset) == (NONE, 2)
+
+        gap = produce(ch, TOPIC, 0, idem_batch(pid, epoch, 5, [b"x"]))
+        assert gap.error_code == E.Value("OUT_OF_ORDER_SEQUENCE_NUMBER"), gap
+        assert gap.base_offset == -1
+        stale = produce(ch, TOPIC, 0, idem_batch(pid, epoch - 1, 3, [b"y"]))
+        assert stale.error_code == E.Value("INVALID_PRODUCER_EPOCH"), stale
+
+        vals, part = values_in_log(ch)
+        assert vals == [b"a", b"b", b"c"]
+        assert part.high_watermark == 3
+
+    # Hard kill: no snapshot at close; the state is rebuilt from the log on restart.
+    node.stop(signal.SIGKILL)
+    assert not list((node.log_dir / f"{TOPIC}-0").glob("*.snapshot"))
+    node.start()
+    session = wait_registered(zk, node, not_session=session)
+    with Channel(node.endpoint) as ch:
+        assert leader_and_isr(ch, 1, [(TOPIC, 0, 1, 0, [1], [1])]).partitions[0].error_code \
+            == NONE
+        again = produce(ch, TOPIC, 0, b1)
+        assert (again.error_code, again.base_offset) == (NONE, 2)
+        again = produce(ch, TOPIC, 0, b0)            # still one of the last five batches
+        assert (again.error_code, again.base_offset) == (NONE, 0)
+        p = produce(ch, TOPIC, 0, idem_batch(pid, epoch, 3, [b"d"]))
+        assert (p.error_code, p.base_offset) == (NONE, 3)
+        assert values_in_log(ch)[0] == [b"a", b"b", b"c", b"d"]
+
+    # Clean stop: the snapshot at the log end is written and loaded at the next start.
+    assert node.stop(signal.SIGTERM) == 0
+    snapshots = sorted(p.name for p in (node.log_dir / f"{TOPIC}-0").glob("*.snapshot"))
+    assert snapshots == [f"{4:020d}.snapshot"]
+    node.start()
+    wait_registered(zk, node, not_session=session)
+    with Channel(node.endpoint) as ch:
+        assert leader_and_isr(ch, 1, [(TOPIC, 0, 1, 0, [1], [1])]).partitions[0].error_code \
+            == NONE
+        again = produce(ch, TOPIC, 0, idem_batch(pid, epoch, 3, [b"d"]))
+        assert (again.error_code, again.base_offset) == (NONE, 3)
+        gap = produce(ch, TOPIC, 0, idem_batch(pid, epoch, 9, [b"z"]))
+        assert gap.error_code == E.Value("OUT_OF_ORDER_SEQUENCE_NUMBER")
+        assert values_in_log(ch)[0] == [b"a", b"b", b"c", b"d"]
+
+
+def test_new_leader_answers_duplicates_with_the_original_offsets(nodes, zk):
+    n1, n2 = nodes(1).start(), nodes(2).start()
+    wait_registered(zk, n1)
+    wait_registered(zk, n2)
+    pid, epoch = 77, 3
+    batches = [idem_batch(pid, epoch, 0, [b"a", b"b"]), idem_batch(pid, epoch, 2, [b"c"]),
+               idem_batch(pid, epoch, 3, [b"d", b"e", b"f"])]
+    state = (TOPIC, 0, 1, 0, [1, 2], [1, 2])
+    with Channel(n2.endpoint) as c2:          # follower first, then the leader
+        assert leader_and_isr(c2, 1, [state], [n1]).partitions[0].error_code == NONE
+    with Channel(n1.endpoint) as c1:
+        assert leader_and_isr(c1, 1, [state], [n1]).partitions[0].error_code == NONE
+        offsets = []
+        for b in batches:                     # acks=-1: the follower has every batch
+            p = produce(c1, TOPIC, 0, b, acks=-1, timeout_ms=20_000)
+            assert p.error_code == NONE, p
+            offsets.append(p.base_offset)
+        assert offsets == [0, 2, 3]
+        # A duplicate with acks=-1 on the old leader waits for (already passed) HW: at once.
+        again = produce(c1, TOPIC, 0, batches[-1], acks=-1, timeout_ms=20_000)
+        assert (again.error_code, again.base_offset) == (NONE, 3)
+
+    n1.stop(signal.SIGKILL)
+    with Channel(n2.endpoint) as c2:
+        r = leader_and_isr(c2, 1, [(TOPIC, 0, 2, 1, [2], [1, 2])])
+        assert r.partitions[0].error_code == NONE
+        for b, off in zip(batches, offsets):
+            again = produce(c2, TOPIC, 0, b)
+            assert (again.error_code, again.base_offset) == (NONE, off), again
+        gap = produce(c2, TOPIC, 0, idem_batch(pid, epoch, 7, [b"x"]))
+        assert gap.error_code == E.Value("OUT_OF_ORDER_SEQUENCE_NUMBER")
+        p = produce(c2, TOPIC, 0, idem_batch(pid, epoch, 6, [b"g"]))
+        assert (p.error_code, p.base_offset) == (NONE, 6)
+        vals, _ = values_in_log(c2)
+        assert vals == [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
