@@ -67,6 +67,10 @@ class ClusterMetadata:
         self._configs: dict[str, dict[str, str]] = {}
         self._internal: dict[str, bool] = {}
         self._topic_errors: dict[str, tuple[int, str]] = {}
+        # topic -> number of partitions; swapped whole on update (the producer's hot path reads it)
+        self.partition_counts: dict[str, int] = {}
+        # called (no arguments) after every update, e.g. to drop caches derived from metadata
+        self.listeners: list[Callable[[], None]] = []
 
     def update(self, resp: metadata_pb2.MetadataResponse, *, full: bool = False) -> None:
         """Merge an answer. With full=True (a request for all topics) forget topics it omits."""
@@ -91,6 +95,7 @@ class ClusterMetadata:
             configs[t.name] = dict(t.configs)
             internal[t.name] = t.is_internal
         self._partitions, self._available = partitions, available
+        self.partition_counts = {t: len(parts) for t, parts in partitions.items()}
         self._configs, self._internal, self._topic_errors = configs, internal, topic_errors
         self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.endpoint, b.rack or None)
                         for b in resp.brokers}
@@ -100,6 +105,8 @@ class ClusterMetadata:
         if resp.cluster_id:
             self.cluster_id = resp.cluster_id
         self.version += 1
+        for listener in self.listeners:
+            listener()
 
     # -- queries ----------------------------------------------------------------------------
     def topics(self) -> set[str]:

@@ -15,9 +15,12 @@ records before `position` (a batch that starts before it, after a seek) are skip
 partial batch (cut at max bytes) is ignored and fetched again. OFFSET_OUT_OF_RANGE applies
 auto_offset_reset (earliest / latest via LIST_OFFSETS, or none: OffsetOutOfRangeError).
 
-Group membership (group_id, subscribe, commits) is a later issue: without a group, topics given
-to the constructor have all their partitions assigned. `_SubscriptionState` is the seam where a
-group coordinator's assignment will plug in.
+Consumer groups: with `group_id`, `subscribe(topics | pattern=, listener=)` (or topics given to
+the constructor) joins the group; the coordinator's assignment replaces `_SubscriptionState`'s
+and positions start at the committed offsets (else auto_offset_reset). The membership, its
+heartbeats, auto-commit and commits live in `riverbed.group_membership`; poll() calls its hook
+first and bounds its waits by the next heartbeat. Without a group, topics given to the
+constructor have all their partitions assigned.
 """
 from __future__ import annotations
 
@@ -30,10 +33,18 @@ from typing import Callable, Iterable, Sequence
 from riverbed import errors
 from riverbed._proto.v1 import fetch_pb2, header_pb2, list_offsets_pb2
 from riverbed.cluster import GatewayConnection
-from riverbed.records import HEADER_SIZE, decode_batch, iter_batches, read_header
+from riverbed.fetcher import CompletedFetch
+from riverbed.records import HEADER_SIZE, iter_batches, read_header
+from riverbed.group_membership import (
+    ConsumerRebalanceListener,
+    GroupMembership,
+    NoOffsetForPartitionError,
+    OffsetAndMetadata,
+    normalize_strategies,
+)
 from riverbed.structs import ConsumerRecord, TopicPartition
 
-__all__ = ["Consumer", "KafkaConsumer"]
+__all__ = ["Consumer", "KafkaConsumer", "ConsumerRebalanceListener", "OffsetAndMetadata"]
 
 log = logging.getLogger(__name__)
 
@@ -50,42 +61,6 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-class _CompletedFetch:
-    """One partition's answer to one FETCH: whole batches, decoded lazily."""
-
-    __slots__ = ("tp", "buf", "batches", "records", "next_fetch_offset", "high_watermark")
-
-    def __init__(self, tp: TopicPartition, buf, batches: list[int], next_fetch_offset: int,
-                 high_watermark: int):
-        self.tp = tp
-        self.buf = buf
-        self.batches = collections.deque(batches)   # positions of whole batches in buf
-        self.records: collections.deque = collections.deque()
-        self.next_fetch_offset = next_fetch_offset
-        self.high_watermark = high_watermark
-
-    def take(self, position: int, max_records: int, convert) -> tuple[list, int]:
-        """Records at offset >= position, at most max_records; returns (records, new position)."""
-        out: list = []
-        while len(out) < max_records:
-            if not self.records:
-                if not self.batches:
-                    break
-                pos = self.batches.popleft()
-                self.records.extend(decode_batch(self.buf, pos))
-                continue
-            r = self.records.popleft()
-            if r.offset < position:
-                continue     # the batch started before the position (after a seek) — trim
-            out.append(convert(self.tp, r))
-            position = r.offset + 1
-        return out, position
-
-    @property
-    def exhausted(self) -> bool:
-        return not self.records and not self.batches
-
-
 class _PartitionState:
     __slots__ = ("position", "fetch_offset", "reset_to", "buffered", "backoff_until_ms",
                  "epoch", "high_watermark", "paused")
@@ -94,7 +69,7 @@ class _PartitionState:
         self.position: int | None = None
         self.fetch_offset: int | None = None
         self.reset_to: int | None = None          # EARLIEST / LATEST pending a LIST_OFFSETS
-        self.buffered: collections.deque[_CompletedFetch] = collections.deque()
+        self.buffered: collections.deque[CompletedFetch] = collections.deque()
         self.backoff_until_ms = 0.0
         self.epoch = 0                            # bumped by seeks: drops older answers
         self.high_watermark = -1
@@ -132,22 +107,26 @@ class Consumer:
                  max_partition_fetch_bytes: int = 1048576, fetch_max_bytes: int = 52428800,
                  auto_offset_reset: str = "latest", consumer_timeout_ms: float = float("inf"),
                  max_poll_records: int = 500, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, key_deserializer: Callable | None = None,
+                 retry_backoff_ms: int = 100, check_crcs: bool = True,
+                 key_deserializer: Callable | None = None,
                  value_deserializer: Callable | None = None,
                  bootstrap_servers: str | Sequence[str] | None = None,
+                 enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
+                 session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000,
+                 max_poll_interval_ms: int = 300000,
+                 partition_assignment_strategy: str | Sequence[str] = ("range",),
                  _channel_factory: Callable | None = None):
         if bootstrap is None:
             bootstrap = bootstrap_servers
         if auto_offset_reset not in ("earliest", "latest", "none", "smallest", "largest"):
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: expected earliest, latest or none")
-        if group_id is not None:
-            raise NotImplementedError("consumer groups come with the group coordinator; "
-                                      "use assign() or topics without group_id for now")
+        strategies = normalize_strategies(partition_assignment_strategy)
         self.client_id = client_id or f"riverbed-consumer-{os.getpid()}-{id(self):x}"
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.fetch_max_bytes = fetch_max_bytes
+        self.check_crcs = check_crcs
         self._reset = {"smallest": "earliest", "largest": "latest"}.get(auto_offset_reset,
                                                                           auto_offset_reset)
         self.consumer_timeout_ms = consumer_timeout_ms
@@ -164,7 +143,20 @@ class Consumer:
         self._pending_error: BaseException | None = None
         self._closed = False
         self._iterator_records: collections.deque = collections.deque()
-        if topics:
+        self._drain_start = 0
+        self.group_id = group_id
+        self._group: GroupMembership | None = None
+        if group_id is not None:
+            self._group = GroupMembership(
+                self, group_id=group_id, client_id=self.client_id, bootstrap=bootstrap,
+                channel_factory=_channel_factory, session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                max_poll_interval_ms=max_poll_interval_ms, enable_auto_commit=enable_auto_commit,
+                auto_commit_interval_ms=auto_commit_interval_ms, strategies=strategies,
+                retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms)
+            if topics:
+                self.subscribe(topics)
+        elif topics:
             self._subs.subscribed_topics = tuple(topics)
             self._assign_all_partitions(topics)
 
@@ -187,7 +179,10 @@ class Consumer:
                           for p in sorted(meta.partitions_for_topic(t) or ()))
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Read exactly these partitions (replaces the previous assignment)."""
+        """Read exactly these partitions (replaces the previous assignment). With a group_id,
+        commits go to the group as a standalone consumer (generation -1)."""
+        if self._group is not None and self._group.subscribed:
+            raise errors.ClientError("assign() and subscribe() cannot be mixed: unsubscribe() first")
         self._subs.subscribed_topics = ()
         self._subs.assign(partitions)
 
@@ -196,6 +191,59 @@ class Consumer:
 
     def subscription(self) -> set[str]:
         return set(self._subs.subscribed_topics)
+
+    # -- consumer groups (riverbed.group_membership) -------------------------------------------
+    def _require_group(self, what: str) -> GroupMembership:
+        if self._group is None:
+            raise errors.ClientError(f"{what} needs a group_id")
+        return self._group
+
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | None = None,
+                  listener: ConsumerRebalanceListener | None = None) -> None:
+        """Join group_id for these topics (or the topics matching `pattern`, re.fullmatch at the
+        coordinator); the assignment arrives in poll(). Without a group_id, topics get all their
+        partitions assigned (no pattern)."""
+        if isinstance(topics, str):
+            topics = (topics,)
+        topics = tuple(topics)
+        if self._group is None:
+            if pattern is not None:
+                raise errors.ClientError("subscribe(pattern=...) needs a group_id")
+            self._subs.subscribed_topics = topics
+            self._assign_all_partitions(topics)
+            return
+        if self._subs.assignment and not self._group.subscribed:
+            raise errors.ClientError("assign() and subscribe() cannot be mixed: unsubscribe() first")
+        self._group.subscribe(topics, pattern, listener)
+        self._subs.subscribed_topics = topics
+
+    def unsubscribe(self) -> None:
+        """Leave the group (after an auto-commit and on_partitions_revoked) and drop every
+        partition."""
+        if self._group is not None:
+            self._group.unsubscribe()
+        self._subs.subscribed_topics = ()
+        self._subs.assign(())
+
+    def commit(self, offsets: dict | None = None) -> None:
+        """Commit synchronously: offsets {TopicPartition: OffsetAndMetadata | int} (the next
+        offset to read), default the current positions of all assigned partitions. Raises
+        CommitFailedError when the group rebalanced meanwhile."""
+        self._require_group("commit()").commit_sync(offsets)
+
+    def commit_async(self, offsets: dict | None = None, callback: Callable | None = None):
+        """Send a commit without waiting; callback(offsets, exception_or_None) and the returned
+        Future complete during a later poll(), commit() or close()."""
+        return self._require_group("commit_async()").commit_async(offsets, callback)
+
+    def committed(self, partition: TopicPartition, metadata: bool = False):
+        """The group's committed offset for the partition (None when none), or the
+        OffsetAndMetadata with metadata=True."""
+        om = self._require_group("committed()").fetch_committed([TopicPartition(*partition)])
+        got = om.get(TopicPartition(*partition))
+        if got is None:
+            return None
+        return got if metadata else got.offset
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         meta = self._conn.metadata
@@ -272,8 +320,9 @@ class Consumer:
             if st.reset_to is not None:
                 want[tp] = st.reset_to
             elif self._reset == "none":
-                raise errors.OffsetOutOfRangeError(
-                    "no position and auto_offset_reset='none'", topic=tp.topic, partition=tp.partition)
+                raise NoOffsetForPartitionError(
+                    "no committed offset or position and auto_offset_reset='none'",
+                    topic=tp.topic, partition=tp.partition)
             else:
                 want[tp] = EARLIEST if self._reset == "earliest" else LATEST
         if not want:
@@ -397,12 +446,8 @@ class Consumer:
 
     def _add_completed_fetch(self, tp: TopicPartition, st: _PartitionState, payload) -> None:
         buf = getattr(payload, "buffer", payload)
-        positions = []
-        next_offset = st.fetch_offset
-        for pos, header in iter_batches(buf):
-            positions.append(pos)
-            next_offset = header.next_offset
-        if not positions:
+        batches = list(iter_batches(buf))
+        if not batches:
             if len(buf) >= HEADER_SIZE:
                 size = read_header(buf).size
                 if size > self.max_partition_fetch_bytes:
@@ -411,8 +456,10 @@ class Consumer:
                         f"max_partition_fetch_bytes={self.max_partition_fetch_bytes}",
                         topic=tp.topic, partition=tp.partition)
             return
+        next_offset = batches[-1][1].next_offset
         st.fetch_offset = next_offset
-        st.buffered.append(_CompletedFetch(tp, buf, positions, next_offset, st.high_watermark))
+        st.buffered.append(CompletedFetch(tp, buf, batches, next_offset, st.high_watermark,
+                                          self.check_crcs))
 
     def _partition_error(self, tp: TopicPartition, st: _PartitionState, p, now: float) -> bool:
         if p.error_code == _OFFSET_OUT_OF_RANGE:
@@ -436,8 +483,14 @@ class Consumer:
     def _drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         left = max_records
-        convert = self._convert
-        for tp, st in self._subs.assignment.items():
+        convert = self._convert if self._key_deserializer is not None or \
+            self._value_deserializer is not None else None
+        items = list(self._subs.assignment.items())
+        n = len(items)
+        start = self._drain_start % n if n else 0
+        self._drain_start = start + 1      # rotate: no partition is always served first
+        for k in range(n):
+            tp, st = items[(start + k) % n]
             if left <= 0:
                 break
             while st.buffered and left > 0 and not st.paused:
@@ -452,14 +505,13 @@ class Consumer:
                         st.position = cf.next_fetch_offset  # compacted gap / control records
         return out
 
-    def _convert(self, tp: TopicPartition, r) -> ConsumerRecord:
+    def _convert(self, r: ConsumerRecord) -> ConsumerRecord:
         key, value = r.key, r.value
         if self._key_deserializer is not None and key is not None:
             key = self._key_deserializer(key)
         if self._value_deserializer is not None and value is not None:
             value = self._value_deserializer(value)
-        return ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp, key, value,
-                              r.headers)
+        return r._replace(key=key, value=value)
 
     def poll(self, timeout_ms: float = 0, max_records: int | None = None,
              update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
@@ -474,18 +526,25 @@ class Consumer:
             if self._pending_error is not None:
                 err, self._pending_error = self._pending_error, None
                 raise err
+            if self._group is not None:
+                self._group.poll(deadline)   # join/rebalance, heartbeat, auto-commit, committed
             missing = [tp for tp, st in self._subs.assignment.items() if st.position is None]
             if missing:
                 self._update_positions(missing)
+            if self._fetch_in_flight:
+                self._receive_arrived()  # answers that came while the application worked
+            self._send_fetches()         # pipelined: the next FETCH travels while we decode
             records = self._drain(max_records)
-            self._send_fetches()         # pipelined: the next FETCH travels while we return
             if records:
+                self._send_fetches()
                 return records
             now = _now_ms()
             if now >= deadline and chan_recv is not None:
                 return {}
             chan_recv = self._conn.channel
             wait = max(deadline - now, 0)
+            if self._group is not None:
+                wait = min(wait, self._group.time_to_next_ms())   # heartbeats are due in poll
             if not self._fetch_in_flight:
                 # nothing to wait for but backoffs
                 backoffs = [st.backoff_until_ms for st in self._subs.assignment.values()
@@ -510,6 +569,14 @@ class Consumer:
                         break
                     self._handle_fetch_response(more)
 
+    def _receive_arrived(self) -> None:
+        chan = self._conn.channel
+        while self._fetch_in_flight:
+            resp = chan.recv(0)
+            if resp is None:
+                break
+            self._handle_fetch_response(resp)
+
     # -- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> "Consumer":
         return self
@@ -530,8 +597,12 @@ class Consumer:
 
     def close(self) -> None:
         if not self._closed:
-            self._closed = True
-            self._conn.close()
+            try:
+                if self._group is not None:
+                    self._group.close()      # auto-commit, revoke, LEAVE_GROUP
+            finally:
+                self._closed = True
+                self._conn.close()
 
     def __enter__(self) -> "Consumer":
         return self

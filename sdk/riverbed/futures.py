@@ -32,7 +32,7 @@ class BatchResult:
         self.base_offset = -1
         self.log_append_time_ms = -1
         self.error: BaseException | None = None
-        self._event = threading.Event()
+        self._event: threading.Event | None = None   # made only when someone waits
         self._callbacks: list | None = None
         self._done = False
 
@@ -41,7 +41,18 @@ class BatchResult:
         return self._done
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+        """Block until completed (at most timeout s); True if completed. The Event is created on
+        the first wait: most batches complete without anyone blocking on them, and an Event
+        (a Condition and two locks) costs more than the rest of the batch's bookkeeping."""
+        if self._done:
+            return True
+        with _CALLBACK_LOCK:
+            if self._done:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        return event.wait(timeout)
 
     def complete(self, base_offset: int, log_append_time_ms: int = -1) -> None:
         self.base_offset = base_offset
@@ -57,7 +68,9 @@ class BatchResult:
             assert not self._done, "a batch result is completed once"
             self._done = True
             callbacks, self._callbacks = self._callbacks, None
-        self._event.set()
+            event = self._event
+        if event is not None:
+            event.set()
         if callbacks:
             for fn, handle in callbacks:
                 _run_callback(fn, handle)
@@ -101,7 +114,7 @@ class FutureRecordMetadata:
         """Wait (at most timeout seconds) and return the metadata, or raise the send's error
         (a riverbed.errors.KafkaError naming topic/partition), or KafkaTimeoutError."""
         b = self._batch
-        if not b._done and not b._event.wait(timeout):
+        if not b._done and not b.wait(timeout):
             raise errors.KafkaTimeoutError(
                 f"record for {b.topic}-{b.partition} not acknowledged within {timeout} s")
         if b.error is not None:
@@ -112,7 +125,7 @@ class FutureRecordMetadata:
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         b = self._batch
-        if not b._done and not b._event.wait(timeout):
+        if not b._done and not b.wait(timeout):
             raise errors.KafkaTimeoutError(
                 f"record for {b.topic}-{b.partition} not acknowledged within {timeout} s")
         return b.error

@@ -162,7 +162,8 @@ def make_sender(gw, *, retries=3, max_in_flight=5, linger_ms=0, acks=1):
                           retry_backoff_ms=0, guarantee_order=max_in_flight == 1)
     s = Sender(conn, a, acks=acks, retries=retries, max_in_flight=max_in_flight,
                max_request_size=1 << 20, request_timeout_ms=30000, retry_backoff_ms=0,
-               metadata_max_age_ms=300000, metadata_changed=threading.Condition())
+               metadata_max_age_ms=300000, metadata_changed=threading.Condition(),
+               delivery_timeout_ms=float("inf"))   # appends here use now_ms=0, not the clock
     return conn, a, s
 
 

@@ -1,0 +1,482 @@
+"""The producer's record accumulator (Kafka's RecordAccumulator, seed 003). Pure: no sockets, no
+threads of its own, time passed in; app threads append, the sender thread checks readiness,
+drains, re-enqueues and deallocates.
+
+    per partition: deque[ProducerBatch]   (oldest first; the last one is open for appends)
+
+- A batch is sendable when it is full (or not the only batch of its deque), linger_ms has passed
+  since it was created, or someone waits: flush(), close(), an append blocked on buffer_memory.
+  A batch being retried waits retry_backoff_ms since its last attempt.
+- `drain` takes head batches of ready partitions for one request of at most max_request_size
+  bytes (the first batch always goes), starting where the previous drain stopped, so no
+  partition starves (Kafka's drainIndex).
+- Ordering: with guarantee_order (max_in_flight_requests_per_connection == 1) a partition is
+  "muted" while one of its batches is in flight (seed 003). With idempotence the
+  IdempotenceState decides (sequence numbers, up to 5 incomplete batches per partition, retries
+  one at a time in sequence order).
+- Memory: a batch reserves max(batch_size, its first record) bytes of buffer_memory until it
+  completes; an append that finds no room blocks up to max_block_ms, then BufferExhaustedError.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Callable, Sequence
+
+from riverbed import errors
+from riverbed.futures import BatchResult, FutureRecordMetadata
+from riverbed.idempotence import IdempotenceState, stamp_producer
+from riverbed.records import BatchBuilder, Compression
+from riverbed.structs import TopicPartition
+
+__all__ = ["ProducerBatch", "RecordAccumulator", "ReadyCheck", "RECORD_OVERHEAD", "BATCH_OVERHEAD"]
+
+# Per-record overhead of a v2 record beyond key and value (length, attributes, deltas, lengths,
+# header count: at most ~21 bytes) and the batch header, for size estimates.
+RECORD_OVERHEAD = 21
+BATCH_OVERHEAD = 61
+
+
+class ProducerBatch:
+    """One batch being filled (then sent, maybe retried) for one partition."""
+
+    __slots__ = ("tp", "builder", "result", "created_ms", "attempts", "last_attempt_ms",
+                 "payload", "record_count", "reserved", "full", "producer_epoch",
+                 "base_sequence", "stamped", "on_wire", "order", "__weakref__")
+
+    def __init__(self, tp: TopicPartition, builder: BatchBuilder, now_ms: float, reserved: int):
+        self.tp = tp
+        self.builder: BatchBuilder | None = builder
+        self.result = BatchResult(tp.topic, tp.partition)
+        self.created_ms = now_ms
+        self.attempts = 0
+        self.last_attempt_ms = now_ms
+        self.payload: bytes | None = None
+        self.record_count = 0
+        self.reserved = reserved
+        self.full = False
+        self.producer_epoch = -1          # idempotence: set when first drained
+        self.base_sequence = -1
+        self.stamped: tuple | None = None  # (producer_id, epoch, sequence) in the payload
+        self.on_wire = False               # part of a request not answered yet
+        self.order = 0                     # creation order in the accumulator (re-enqueue)
+
+    def try_append(self, timestamp_ms: int, key, value, headers) -> FutureRecordMetadata | None:
+        b = self.builder
+        if b is None or not b.append(timestamp_ms, key, value, headers):
+            self.full = True
+            return None
+        index = self.record_count
+        self.record_count = index + 1
+        return FutureRecordMetadata(self.result, index, timestamp_ms)
+
+    def close(self) -> bytes:
+        """Build the batch bytes (once; a retry sends the same bytes)."""
+        if self.payload is None:
+            assert self.builder is not None
+            self.payload = self.builder.build()
+            self.builder = None
+            self.full = True
+        return self.payload
+
+    @property
+    def size_in_bytes(self) -> int:
+        if self.payload is not None:
+            return len(self.payload)
+        return self.builder.estimated_size if self.builder is not None else 0
+
+    def __repr__(self) -> str:
+        seq = f" seq={self.base_sequence}" if self.base_sequence >= 0 else ""
+        return f"<ProducerBatch {self.tp.topic}-{self.tp.partition} n={self.record_count}{seq}>"
+
+
+class ReadyCheck:
+    __slots__ = ("ready", "next_ready_check_delay_ms", "unknown_leader_topics")
+
+    def __init__(self, ready, delay, unknown):
+        self.ready: list[TopicPartition] = ready
+        self.next_ready_check_delay_ms: float = delay
+        self.unknown_leader_topics: set[str] = unknown
+
+
+class RecordAccumulator:
+    """Per-partition deques of batches. Thread-safe (one lock)."""
+
+    def __init__(self, *, batch_size: int = 16384, buffer_memory: int = 33554432,
+                 compression: Compression = Compression.NONE, linger_ms: float = 0,
+                 retry_backoff_ms: float = 100, guarantee_order: bool = False,
+                 idempotence: IdempotenceState | None = None,
+                 on_ready: Callable[[], None] | None = None):
+        self.batch_size = batch_size
+        self.buffer_memory = buffer_memory
+        self.compression = compression
+        self.linger_ms = linger_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.guarantee_order = guarantee_order
+        self.idempotence = idempotence
+        self._on_ready = on_ready
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._batches: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
+        self._tps: list[TopicPartition] = []      # drain order (creation order)
+        self._incomplete: set[ProducerBatch] = set()
+        self._muted: set[TopicPartition] = set()
+        self._used = 0
+        self._waiting_for_memory = 0
+        self._flushes = 0
+        self.closed = False
+        self._drain_index = 0
+        self._batch_counter = 0
+        self.sender_sleeping = False  # set under the lock by the sender before it sleeps
+        self._ready_seq = 0           # bumped by every event that may make a partition ready
+        self._seq_at_ready = 0        # its value at the sender's last ready() check
+
+    # -- app side ---------------------------------------------------------------------------
+    def try_append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers):
+        """The hot path: append to the partition's open batch, or None when a new batch is
+        needed (then call append()). No clock read, no allocation but the record's handle."""
+        with self._lock:
+            dq = self._batches.get(tp)
+            if dq:
+                last = dq[-1]
+                if not last.full:
+                    if last.builder.append(timestamp_ms, key, value, headers):
+                        index = last.record_count
+                        last.record_count = index + 1
+                        if self.linger_ms <= 0 or len(dq) > 1:
+                            self._wake()        # it may be sendable now
+                        return FutureRecordMetadata(last.result, index, timestamp_ms)
+                    last.full = True
+        return None
+
+    def append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers=(), *,
+               now_ms: float | None = None, max_block_ms: float = 0,
+               abort_on_new_batch: bool = False) -> FutureRecordMetadata | None:
+        """Append one record. None only with abort_on_new_batch when the record would need a
+        new batch (the sticky partitioner then moves on). Blocks up to max_block_ms for memory.
+        now_ms is read from the clock only when a batch is created (None: read it then)."""
+        if self.closed:
+            raise errors.ClientError("producer is closed")
+        with self._lock:
+            dq = self._batches.get(tp)
+            if dq:
+                last = dq[-1]
+                b = last.builder
+                if b is not None and not last.full and b.append(timestamp_ms, key, value, headers):
+                    index = last.record_count
+                    last.record_count = index + 1
+                    if self.linger_ms <= 0 or len(dq) > 1:
+                        self._wake()            # it may be sendable now
+                    return FutureRecordMetadata(last.result, index, timestamp_ms)
+                last.full = True
+            if self.closed:
+                raise errors.ClientError("producer is closed")
+            if abort_on_new_batch:
+                return None
+            if dq is None:
+                dq = self._new_deque(tp)
+            if now_ms is None:
+                now_ms = time.monotonic() * 1000.0
+            size = len(key or b"") + len(value or b"") + RECORD_OVERHEAD + BATCH_OVERHEAD
+            reserve = max(self.batch_size, size)
+            self._reserve(reserve, max_block_ms)
+            batch = self._new_batch(tp, now_ms, reserve)
+            fut = batch.try_append(timestamp_ms, key, value, headers)
+            assert fut is not None, "the first record always fits"
+            dq.append(batch)
+            self._wake()
+            return fut
+
+    def append_values(self, tp: TopicPartition, timestamp_ms: int, values: Sequence, *,
+                      now_ms: float | None = None,
+                      max_block_ms: float = 0) -> list[FutureRecordMetadata]:
+        """Append keyless values with BatchBuilder.append_values; one future per batch touched
+        (the handle of this call's last record in that batch)."""
+        return self.append_values_counted(tp, timestamp_ms, values, now_ms=now_ms,
+                                          max_block_ms=max_block_ms)[0]
+
+    def append_values_counted(self, tp: TopicPartition, timestamp_ms: int, values: Sequence, *,
+                              now_ms: float | None = None, max_block_ms: float = 0,
+                              one_batch: bool = False) -> tuple[list[FutureRecordMetadata], int]:
+        """append_values returning (futures, values consumed). With one_batch, stops when the
+        batch it appended into is full (the sticky partitioner then moves on)."""
+        futures: list[FutureRecordMetadata] = []
+        start = 0
+        total = len(values)
+        if self.closed:
+            raise errors.ClientError("producer is closed")
+        while start < total:
+            # The lock is taken per batch, not for the whole call: the sender drains full
+            # batches while the rest of a long list is still being appended.
+            with self._lock:
+                dq = self._batches.get(tp)
+                if dq is None:
+                    dq = self._new_deque(tp)
+                batch = dq[-1] if dq else None
+                if batch is None or batch.full:
+                    if one_batch and futures:
+                        break
+                    if now_ms is None:
+                        now_ms = time.monotonic() * 1000.0
+                    reserve = max(self.batch_size,
+                                  len(values[start]) + RECORD_OVERHEAD + BATCH_OVERHEAD)
+                    self._reserve(reserve, max_block_ms)
+                    batch = self._new_batch(tp, now_ms, reserve)
+                    dq.append(batch)
+                builder = batch.builder
+                # Slice about one batch's worth (not values[start:]: that is O(n) per batch).
+                room = self.batch_size - builder.estimated_size
+                est = room // (len(values[start]) + 4) + 16
+                chunk = values if start == 0 and est >= total else values[start:start + est]
+                n = builder.append_values(timestamp_ms, chunk)
+                if n:
+                    batch.record_count += n
+                    start += n
+                    futures.append(FutureRecordMetadata(batch.result, batch.record_count - 1,
+                                                        timestamp_ms))
+                stop = False
+                if n < len(chunk) or n == 0:
+                    batch.full = True
+                    stop = one_batch
+                self._wake()
+            if stop:
+                break
+        return futures, start
+
+    def _new_deque(self, tp: TopicPartition) -> collections.deque:
+        dq = self._batches[tp] = collections.deque()
+        self._tps.append(tp)
+        return dq
+
+    def _new_batch(self, tp: TopicPartition, now_ms: float, reserve: int) -> ProducerBatch:
+        builder = BatchBuilder(compression=self.compression, batch_size=self.batch_size)
+        batch = ProducerBatch(tp, builder, now_ms, reserve)
+        self._batch_counter += 1
+        batch.order = self._batch_counter
+        self._incomplete.add(batch)
+        return batch
+
+    def _reserve(self, nbytes: int, max_block_ms: float) -> None:
+        # Called with the lock held. Waits for deallocate() to free room.
+        if self._used + nbytes <= self.buffer_memory or not self._incomplete:
+            self._used += nbytes
+            return
+        deadline = time.monotonic() + max_block_ms / 1000.0
+        self._waiting_for_memory += 1
+        try:
+            self._wake()
+            while self._used + nbytes > self.buffer_memory and self._incomplete:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise errors.BufferExhaustedError(
+                        f"failed to allocate {nbytes} bytes within max_block_ms={max_block_ms}: "
+                        f"{self._used} of buffer_memory={self.buffer_memory} in use")
+                self._cond.wait(left)
+                if self.closed:
+                    raise errors.ClientError("producer is closed")
+        finally:
+            self._waiting_for_memory -= 1
+        self._used += nbytes
+
+    def _wake(self) -> None:
+        self._ready_seq += 1
+        if self.sender_sleeping and self._on_ready is not None:
+            self.sender_sleeping = False
+            self._on_ready()
+
+    # -- sender side ------------------------------------------------------------------------
+    def ready(self, leader_of: Callable[[TopicPartition], int], now_ms: float) -> ReadyCheck:
+        """Partitions with a sendable first batch, the delay until the next may become ready,
+        and topics with batches but no known leader."""
+        ready: list[TopicPartition] = []
+        unknown: set[str] = set()
+        delay = float("inf")
+        idem = self.idempotence
+        if idem is not None and not idem.enabled:
+            idem = None
+        with self._lock:
+            self._seq_at_ready = self._ready_seq
+            force = self._waiting_for_memory > 0 or self.closed or self._flushes > 0
+            linger = self.linger_ms
+            backoff = self.retry_backoff_ms
+            for tp, dq in self._batches.items():
+                if not dq or tp in self._muted:
+                    continue
+                if leader_of(tp) < 0:
+                    unknown.add(tp.topic)
+                    continue
+                batch = dq[0]
+                if idem is not None and not idem.can_drain(batch):
+                    continue            # waits for an answer (the sender wakes up for it)
+                if batch.attempts > 0:
+                    waited = now_ms - batch.last_attempt_ms
+                    if waited < backoff:
+                        delay = min(delay, backoff - waited)
+                        continue
+                    ready.append(tp)
+                    continue
+                if force or batch.full or len(dq) > 1:
+                    ready.append(tp)
+                    continue
+                waited = now_ms - batch.created_ms
+                if waited >= linger:
+                    ready.append(tp)
+                else:
+                    delay = min(delay, linger - waited)
+        return ReadyCheck(ready, delay, unknown)
+
+    def drain(self, ready: Sequence[TopicPartition], max_request_size: int,
+              now_ms: float) -> list[ProducerBatch]:
+        """Take batches from the ready partitions' heads for one request of at most
+        max_request_size bytes (the first batch always goes). Several batches of one partition
+        may go together, in order. Starts at the partition after the one where the previous
+        drain stopped (no starvation). Muted partitions are skipped; with idempotence, batches
+        get their sequence numbers here."""
+        out: list[ProducerBatch] = []
+        if not ready:
+            return out
+        size = 0
+        idem = self.idempotence
+        if idem is not None and not idem.enabled:
+            idem = None
+        ready_set = set(ready)
+        with self._lock:
+            tps = self._tps
+            n = len(tps)
+            start = self._drain_index % n if n else 0
+            next_start = (start + 1) % n if n else 0      # rotate by one when all were served
+            for k in range(n):
+                index = (start + k) % n
+                tp = tps[index]
+                if tp not in ready_set or tp in self._muted:
+                    continue
+                dq = self._batches.get(tp)
+                taken = False
+                request_full = False
+                while dq:
+                    first = dq[0]
+                    if first.attempts > 0 and \
+                            first.last_attempt_ms + self.retry_backoff_ms > now_ms:
+                        break
+                    if idem is not None and not idem.can_drain(first):
+                        break
+                    first_size = first.size_in_bytes
+                    if out and size + first_size > max_request_size:
+                        request_full = True
+                        break
+                    dq.popleft()
+                    first.full = True           # out of the deque: no append reaches it
+                    if idem is not None:
+                        idem.assign(first)
+                    size += first_size
+                    out.append(first)
+                    taken = True
+                    if first.attempts > 0:
+                        break   # a retried batch travels alone: its partition's order stays intact
+                if taken and self.guarantee_order:
+                    self._muted.add(tp)
+                if request_full or (out and size >= max_request_size):
+                    # the next drain starts with this partition if it got nothing this time,
+                    # else with the one after it
+                    next_start = (index + 1) % n if taken else index
+                    break
+            self._drain_index = next_start
+        # Build (compress, CRC) outside the lock: appenders are not held up meanwhile.
+        for batch in out:
+            payload = batch.close()
+            if idem is not None:
+                stamp = (idem.producer_id, batch.producer_epoch, batch.base_sequence)
+                if batch.stamped != stamp:
+                    batch.payload = stamp_producer(payload, *stamp)
+                    batch.stamped = stamp
+        return out
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: float, *, count_attempt: bool = True) -> None:
+        """Put a batch that failed with a retriable error back at the head of its deque, in
+        creation order among the batches there (= sequence order with idempotence)."""
+        with self._lock:
+            if count_attempt:
+                batch.attempts += 1
+            else:
+                batch.attempts = max(batch.attempts, 1)   # still backs off; not counted
+            batch.last_attempt_ms = now_ms
+            dq = self._batches.get(batch.tp)
+            if dq is None:
+                dq = self._new_deque(batch.tp)
+            # Back in creation order: several batches of one partition answered by one response
+            # (or retried one by one) keep their order; with idempotence that is sequence order.
+            i = 0
+            order = batch.order
+            for b in dq:
+                if b.order > order:
+                    break
+                i += 1
+            dq.insert(i, batch)
+            self._ready_seq += 1
+
+    def unmute(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._muted.discard(tp)
+            self._ready_seq += 1
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """A batch completed (either way): free its memory and wake blocked appenders/flushes."""
+        with self._lock:
+            if batch in self._incomplete:
+                self._incomplete.discard(batch)
+                self._used -= batch.reserved
+                if self._waiting_for_memory:
+                    self._cond.notify_all()
+
+    def expire(self, now_ms: float, delivery_timeout_ms: float) -> list[ProducerBatch]:
+        """Queued (not in flight) batches created more than delivery_timeout_ms ago, removed
+        from the heads of their deques; the sender fails them (Kafka's expiredBatches)."""
+        out: list[ProducerBatch] = []
+        limit = now_ms - delivery_timeout_ms
+        with self._lock:
+            for dq in self._batches.values():
+                while dq and dq[0].created_ms <= limit:
+                    b = dq.popleft()
+                    b.full = True               # never built: it is failed, not sent
+                    out.append(b)
+        return out
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Remove every queued (not in-flight) batch; the caller fails them."""
+        with self._lock:
+            out = [b for dq in self._batches.values() for b in dq]
+            for dq in self._batches.values():
+                dq.clear()
+        return out
+
+    def begin_flush(self) -> None:
+        with self._lock:
+            self._flushes += 1
+            self._wake()
+
+    def end_flush(self) -> None:
+        with self._lock:
+            self._flushes -= 1
+
+    def incomplete(self) -> list[ProducerBatch]:
+        with self._lock:
+            return list(self._incomplete)
+
+    def has_undrained(self) -> bool:
+        with self._lock:
+            return any(self._batches.values())
+
+    def queued(self, tp: TopicPartition) -> list[ProducerBatch]:
+        with self._lock:
+            return list(self._batches.get(tp, ()))
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            self._cond.notify_all()
+            self._wake()
+
+    @property
+    def memory_used(self) -> int:
+        return self._used

@@ -1,0 +1,432 @@
+"""The producer's sender: drains the accumulator into PRODUCE requests to the gateway and completes
+batches from the answers (Kafka's Sender). One thread runs `run()`; `run_once()` is one step.
+
+- Each step: get a producer id first when idempotent (INIT_PRODUCER_ID; a cluster that does not
+  serve it turns idempotence off with a WARNING), bump the epoch when asked and possible, fail
+  batches past delivery_timeout_ms (queued or in flight), drain the ready partitions into ONE
+  request (one payload frame per partition, each frame one or more whole batches, at most
+  max_request_size), keep up to max_in_flight_requests_per_connection requests in flight, and
+  handle every answer that arrived.
+- Errors: a retriable error puts the batch back at the head of its partition's deque (in sequence
+  order with idempotence) after retry_backoff_ms, refreshing metadata when the error says so, up
+  to `retries` times; anything else fails the batch's records with the error (naming topic and
+  partition). With idempotence the IdempotenceState classifies sequence errors (Kafka's rules).
+- request_timeout_ms: a request not answered in time counts as the gateway lost: move to the
+  next gateway, and retry everything that was in flight there.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from riverbed import errors
+from riverbed._proto.v1 import header_pb2, produce_pb2, producer_id_pb2
+from riverbed.accumulator import ProducerBatch, RecordAccumulator
+from riverbed.cluster import GatewayConnection
+from riverbed.idempotence import IdempotenceState, Verdict
+
+__all__ = ["Sender"]
+
+log = logging.getLogger(__name__)
+
+ApiKey = header_pb2.ApiKey
+_REQUEST_TIMED_OUT = errors.ErrorCode.Value("REQUEST_TIMED_OUT")
+_NETWORK_EXCEPTION = errors.ErrorCode.Value("NETWORK_EXCEPTION")
+_DUPLICATE = errors.ErrorCode.Value("DUPLICATE_SEQUENCE_NUMBER")
+# INIT_PRODUCER_ID answered with one of these: the cluster does not do idempotence (yet).
+_NO_IDEMPOTENCE = (errors.InvalidRequestError, errors.UnsupportedVersionError)
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000.0
+
+
+class _InFlight:
+    __slots__ = ("batches", "deadline_ms")
+
+    def __init__(self, batches, deadline_ms):
+        self.batches: list[ProducerBatch] = batches
+        self.deadline_ms: float = deadline_ms
+
+
+class Sender:
+    """Drains the accumulator into PRODUCE requests and completes batches from the answers.
+
+    The I/O goes through the GatewayConnection's channel (`send`/`recv`/`call`), so tests can
+    pass a fake channel factory."""
+
+    def __init__(self, conn: GatewayConnection, accumulator: RecordAccumulator, *, acks: int,
+                 retries: int, max_in_flight: int, max_request_size: int,
+                 request_timeout_ms: int, retry_backoff_ms: int, metadata_max_age_ms: int,
+                 metadata_changed: threading.Condition,
+                 delivery_timeout_ms: float = 120000,
+                 idempotence: IdempotenceState | None = None):
+        self.conn = conn
+        self.acc = accumulator
+        self.acks = acks
+        self.retries = retries
+        self.max_in_flight = max_in_flight
+        self.max_request_size = max_request_size
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.metadata_changed = metadata_changed
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.idempotence = idempotence
+        if idempotence is not None and accumulator.idempotence is None:
+            accumulator.idempotence = idempotence
+        self.in_flight: dict[int, _InFlight] = {}
+        self.running = True
+        self.force_close = False
+        self._topics: set[str] = set()
+        self._metadata_wanted = False
+        self._metadata_next_ms = 0.0       # earliest next refresh attempt (backoff)
+        self._metadata_fetched_ms = -float("inf")
+        self.metadata_error: BaseException | None = None
+        self._pid_next_ms = 0.0            # earliest next INIT_PRODUCER_ID attempt
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._poller: zmq.Poller | None = None
+        self._poller_channel = None
+        self.requests_sent = 0
+        self.batches_expired = 0
+
+    # -- called from other threads ----------------------------------------------------------
+    def wakeup(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def request_metadata(self, topic: str | None = None) -> None:
+        if topic is not None:
+            self._topics.add(topic)
+        self._metadata_wanted = True
+        self.wakeup()
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            while self.running:
+                self.run_once()
+            # closing: send what is left unless forced
+            while not self.force_close and (self.acc.has_undrained() or self.in_flight):
+                self.run_once()
+        except Exception as e:  # a bug: fail everything loudly rather than hang callers
+            log.exception("producer sender thread died")
+            self._fail_everything(errors.ClientError(f"producer sender thread died: {e!r}"))
+            raise
+        finally:
+            if self.force_close:
+                self._fail_everything(errors.ClientError("producer closed before the record was sent"))
+            self.conn.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def run_once(self) -> None:
+        now = _now_ms()
+        if self._metadata_due(now):
+            self._refresh_metadata(now)
+            now = _now_ms()
+        delay = self.prepare(now)
+        self._poll(delay, now)
+
+    def prepare(self, now: float) -> float:
+        """Everything of one step but the socket poll: producer id, epoch bump, expiry, drain,
+        send. Returns how long the sender may sleep (ms) before something becomes ready."""
+        idem = self.idempotence
+        if idem is not None and idem.needs_producer_id and now >= self._pid_next_ms:
+            self._init_producer_id(now)
+        if idem is not None and idem.epoch_bump_pending:
+            idem.bump_epoch_if_possible()
+        meta = self.conn.metadata
+        check = self.acc.ready(meta.leader_for, now)
+        if check.unknown_leader_topics:
+            self._topics |= check.unknown_leader_topics
+            self._metadata_wanted = True
+        self._expire(now)
+        if check.ready and len(self.in_flight) < self.max_in_flight:
+            batches = self.acc.drain(check.ready, self.max_request_size, now)
+            if batches:
+                self._send_produce(batches, now)
+        delay = check.next_ready_check_delay_ms
+        if idem is not None and idem.needs_producer_id:
+            delay = min(delay, max(self._pid_next_ms - now, 0))
+        return delay
+
+    # -- producer id ------------------------------------------------------------------------------
+    def _init_producer_id(self, now: float) -> None:
+        idem = self.idempotence
+        assert idem is not None
+        req = producer_id_pb2.InitProducerIdRequest(
+            transactional_id="", transaction_timeout_ms=60000,
+            producer_id=idem.producer_id, producer_epoch=idem.producer_epoch)
+        try:
+            resp = self.conn.call(ApiKey.INIT_PRODUCER_ID, req,
+                                  timeout_ms=self.request_timeout_ms).body
+            if resp.error_code != 0:
+                raise errors.for_code(resp.error_code, resp.error_message)
+            idem.set_producer_id(resp.producer_id, resp.producer_epoch)
+            log.info("idempotent producer: producer id %d, epoch %d", resp.producer_id,
+                     resp.producer_epoch)
+        except _NO_IDEMPOTENCE as e:
+            log.warning("the cluster does not serve INIT_PRODUCER_ID (%s): idempotence is OFF for "
+                        "this producer; order per partition is kept by sending one request per "
+                        "partition at a time, but a retry after a lost answer may duplicate "
+                        "records", e)
+            idem.disable()
+            self.acc.guarantee_order = True
+        except errors.RiverbedError as e:
+            # retriable (no controller, timeout, ...) or not: try again after the backoff;
+            # batches waiting meanwhile expire with delivery_timeout_ms
+            log.warning("INIT_PRODUCER_ID failed (%s); retrying in %d ms", e,
+                        self.retry_backoff_ms)
+            self._pid_next_ms = now + self.retry_backoff_ms
+            if isinstance(e, errors.RequestTimedOutError):
+                self._metadata_wanted = True
+
+    # -- metadata -----------------------------------------------------------------------------------
+    def _metadata_due(self, now: float) -> bool:
+        if now < self._metadata_next_ms:
+            return False
+        return self._metadata_wanted or \
+            (bool(self._topics) and now - self._metadata_fetched_ms > self.metadata_max_age_ms)
+
+    def _refresh_metadata(self, now: float) -> None:
+        self._metadata_wanted = False
+        self._metadata_next_ms = now + self.retry_backoff_ms
+        topics = set(self._topics)
+        try:
+            self.conn.fetch_metadata(topics, allow_auto_topic_creation=True,
+                                     timeout_ms=self.request_timeout_ms)
+            self._metadata_fetched_ms = _now_ms()
+            self.metadata_error = None
+        except errors.RequestTimedOutError as e:
+            # GatewayConnection.call already moved on; every request in flight is lost with it.
+            self.metadata_error = e
+            self._metadata_wanted = True
+            self._fail_in_flight_retriable(_NETWORK_EXCEPTION, f"gateway lost: {e}")
+        except errors.KafkaError as e:
+            self.metadata_error = e
+            self._metadata_wanted = True
+        with self.metadata_changed:
+            self.metadata_changed.notify_all()
+
+    # -- expiry -------------------------------------------------------------------------------------
+    def _expire(self, now: float) -> None:
+        timeout = self.delivery_timeout_ms
+        for batch in self.acc.expire(now, timeout):
+            self._expire_batch(batch, now)
+        limit = now - timeout
+        for entry in self.in_flight.values():
+            for b in entry.batches:
+                if b.created_ms <= limit and not b.result.is_done:
+                    self._expire_batch(b, now)
+
+    def _expire_batch(self, batch: ProducerBatch, now: float) -> None:
+        self.batches_expired += 1
+        self._fail(batch, errors.KafkaTimeoutError(
+            f"{batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition} expired: "
+            f"not acknowledged {now - batch.created_ms:.0f} ms after the batch was created "
+            f"(delivery_timeout_ms={self.delivery_timeout_ms:.0f})"))
+
+    # -- requests -----------------------------------------------------------------------------------
+    def _send_produce(self, batches: list[ProducerBatch], now: float) -> None:
+        by_topic: dict[str, dict[int, list[ProducerBatch]]] = {}
+        for b in batches:
+            by_topic.setdefault(b.tp.topic, {}).setdefault(b.tp.partition, []).append(b)
+        req = produce_pb2.ProduceRequest(acks=self.acks, timeout_ms=self.request_timeout_ms)
+        payloads = []
+        for topic, parts in by_topic.items():
+            pt = req.topics.add(name=topic)
+            for partition, bs in parts.items():
+                pt.partitions.add(partition=partition)
+                payloads.append(bs[0].payload if len(bs) == 1 else b"".join(b.payload for b in bs))
+        ordered = [b for parts in by_topic.values() for bs in parts.values() for b in bs]
+        expect = self.acks != 0
+        try:
+            corr = self.conn.channel.send(ApiKey.PRODUCE, req, payloads=payloads,
+                                          timeout_ms=self.request_timeout_ms,
+                                          expect_response=expect)
+        except errors.RiverbedError as e:
+            for b in ordered:
+                self._retry_or_fail(b, errors.NetworkError(str(e), topic=b.tp.topic,
+                                                           partition=b.tp.partition), now)
+            return
+        self.requests_sent += 1
+        if not expect:
+            for b in ordered:
+                self._complete(b, -1, -1)
+            return
+        for b in ordered:
+            b.on_wire = True
+        self.in_flight[corr] = _InFlight(ordered, now + self.request_timeout_ms)
+
+    def _poll(self, ready_delay_ms: float, now: float) -> None:
+        chan = self.conn.channel
+        if self._poller_channel is not chan:
+            self._poller = zmq.Poller()
+            self._poller.register(chan.socket, zmq.POLLIN)
+            self._poller.register(self._wake_r, zmq.POLLIN)
+            self._poller_channel = chan
+        timeout = ready_delay_ms
+        if self.in_flight:
+            timeout = min(timeout, min(f.deadline_ms for f in self.in_flight.values()) - now + 1)
+        if chan.flush():
+            timeout = min(timeout, 10)          # requests waiting for a connection
+        if self._metadata_wanted or (self.metadata_error is not None):
+            timeout = min(timeout, max(self._metadata_next_ms - now, 0))
+        if not self.running:
+            timeout = min(timeout, 50)
+        timeout = max(0, min(timeout, 1000))
+        if timeout > 0:
+            # Sleep unless an append makes something ready meanwhile (the accumulator writes
+            # the wake pipe only while sender_sleeping is set, under its lock).
+            acc = self.acc
+            can_send = len(self.in_flight) < self.max_in_flight
+            with acc._lock:
+                if can_send and acc._ready_seq != acc._seq_at_ready:
+                    timeout = 0     # something became ready after our ready() check
+                else:
+                    # With every request slot taken only an answer can let us send: appends
+                    # need not wake us (saves a pipe write and a GIL hand-off per append).
+                    acc.sender_sleeping = can_send
+            events = dict(self._poller.poll(int(timeout + 0.999)))
+            with acc._lock:
+                acc.sender_sleeping = False
+            if events.get(self._wake_r):
+                try:
+                    while os.read(self._wake_r, 4096):
+                        pass
+                except BlockingIOError:
+                    pass
+        self.handle_responses()
+
+    def handle_responses(self) -> None:
+        """Handle every answer that has arrived (non-blocking)."""
+        chan = self.conn.channel
+        while True:
+            resp = chan.recv(0)
+            if resp is None:
+                break
+            self._handle_response(resp)
+            if self.conn._channel is not chan:
+                break
+
+    def _handle_response(self, resp) -> None:
+        entry = self.in_flight.pop(resp.correlation_id, None)
+        if entry is None:
+            return
+        for b in entry.batches:
+            b.on_wire = False
+        now = _now_ms()
+        if not resp.ok:
+            code, msg = resp.error_code, resp.error_message
+            if code == _REQUEST_TIMED_OUT:
+                # No answer from the gateway: move to another one; what was in flight there is lost.
+                self.conn.failover(msg)
+                self._metadata_wanted = True
+                self._fail_in_flight_retriable(_NETWORK_EXCEPTION, f"gateway lost: {msg}")
+            for b in entry.batches:
+                self._retry_or_fail(b, errors.for_code(code, msg, topic=b.tp.topic,
+                                                       partition=b.tp.partition), now)
+            return
+        answers: dict[tuple[str, int], Any] = {}
+        for t in resp.body.topics:
+            for p in t.partitions:
+                answers[(t.name, p.partition)] = p
+        next_offset: dict[tuple[str, int], int] = {}
+        idem = self.idempotence
+        sequenced = idem is not None and idem.ready
+        for b in entry.batches:
+            key = (b.tp.topic, b.tp.partition)
+            p = answers.get(key)
+            if p is None:
+                self._retry_or_fail(b, errors.UnknownServerError(
+                    "no answer for this partition in the PRODUCE response",
+                    topic=b.tp.topic, partition=b.tp.partition), now)
+                continue
+            code = p.error_code
+            if code == 0 or (code == _DUPLICATE and b.base_sequence >= 0):
+                # DUPLICATE_SEQUENCE_NUMBER: the broker has this batch already; base_offset is
+                # where it was written (several batches in one frame: consecutive offsets).
+                base = next_offset.get(key, p.base_offset)
+                self._complete(b, base, p.log_append_time_ms)
+                next_offset[key] = base + b.record_count if base >= 0 else -1
+                continue
+            err = errors.for_code(code, p.error_message, topic=b.tp.topic,
+                                  partition=b.tp.partition)
+            next_offset[key] = -1
+            if sequenced and b.base_sequence >= 0 and not b.result.is_done:
+                verdict = idem.classify(b, code, err.retriable)
+                if verdict is Verdict.RETRY_FREE:
+                    log.debug("%r: out of order behind an earlier batch; retrying", b)
+                    self.acc.reenqueue(b, now, count_attempt=False)
+                    continue
+                if verdict is Verdict.RETRY:
+                    self._retry_or_fail(b, err, now, force_retriable=True)
+                    continue
+            self._retry_or_fail(b, err, now)
+
+    def _fail_in_flight_retriable(self, code: int, msg: str) -> None:
+        entries, self.in_flight = list(self.in_flight.values()), {}
+        now = _now_ms()
+        for entry in entries:
+            for b in entry.batches:
+                b.on_wire = False
+            for b in entry.batches:
+                self._retry_or_fail(b, errors.for_code(code, msg, topic=b.tp.topic,
+                                                       partition=b.tp.partition), now)
+
+    def _retry_or_fail(self, batch: ProducerBatch, err: errors.RiverbedError, now: float, *,
+                       force_retriable: bool = False) -> None:
+        if batch.result.is_done:        # expired meanwhile (delivery_timeout_ms)
+            return
+        retriable = force_retriable or getattr(err, "retriable", False)
+        if retriable and batch.attempts < self.retries and not self.force_close and \
+                now - batch.created_ms < self.delivery_timeout_ms:
+            log.debug("retrying %r (attempt %d) after %s", batch, batch.attempts + 1, err)
+            if getattr(err, "refresh_metadata", False):
+                self._topics.add(batch.tp.topic)
+                self._metadata_wanted = True
+            self.acc.reenqueue(batch, now)
+            if self.acc.guarantee_order:
+                self.acc.unmute(batch.tp)
+            return
+        if getattr(err, "refresh_metadata", False):
+            self._metadata_wanted = True
+        self._fail(batch, err)
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
+        if self.acc.guarantee_order:
+            self.acc.unmute(batch.tp)
+        self.acc.deallocate(batch)
+        if self.idempotence is not None and batch.base_sequence >= 0:
+            self.idempotence.completed(batch)
+        if not batch.result.is_done:
+            batch.result.complete(base_offset, log_append_time_ms)
+
+    def _fail(self, batch: ProducerBatch, err: BaseException) -> None:
+        if self.acc.guarantee_order:
+            self.acc.unmute(batch.tp)
+        self.acc.deallocate(batch)
+        if self.idempotence is not None and batch.base_sequence >= 0:
+            self.idempotence.failed(batch)
+        if not batch.result.is_done:
+            batch.result.fail(err)
+
+    def _fail_everything(self, err: BaseException) -> None:
+        for b in self.acc.abort_all():
+            self._fail(b, err)
+        for entry in list(self.in_flight.values()):
+            for b in entry.batches:
+                self._fail(b, err)
+        self.in_flight.clear()
+        for b in self.acc.incomplete():
+            self._fail(b, err)
