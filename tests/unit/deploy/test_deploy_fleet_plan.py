@@ -47,7 +47,7 @@ def test_configs_have_exactly_the_services_keys(tmp_path):
         "broker.id": "1", "host.name": "127.0.0.1", "port": "20101",
         "log.dirs": str(tmp_path.resolve() / "storage-1" / "logs"),
         "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000",
-        "log.segment.bytes": "1024"}
+        "controlled.shutdown.retry.backoff.ms": "1000", "log.segment.bytes": "1024"}
     assert cfg["storage-2"]["log.segment.bytes"] == "2048"
     assert cfg["controller-2"] == {
         "controller.id": "2", "host.name": "127.0.0.1", "port": "20011", "pub.port": "20021",
