@@ -2,7 +2,8 @@
 
     .venv/bin/python -m loadgen.bench            # the matrix (a few minutes)
     .venv/bin/python -m loadgen.bench --quick    # issue 3's figure: one producer, 100 B, acks=1,
-                                                 # one partition, through the gateway; one consumer
+                                                 # one partition, through the gateway; one consumer;
+                                                 # issue 6's e2e latency at 50,000 records/s
     ... [--bootstrap-server tcp://HOST:PORT]     # use a running fleet instead of starting one
     ... [--json FILE]                            # the rows as JSON too
 
@@ -40,6 +41,11 @@ BATCH_SIZE = 65536
 LINGER_MS = 5
 MAX_IN_FLIGHT = 5
 RECORDS = {100: 2_000_000, 1024: 300_000}  # per row: ~2-20 s each on 2 shared cores
+# --quick's e2e row (issue 6: p99 <= 5 ms at 50,000 records/s). linger.ms 2 measured better than
+# 0 or 1 on 2 shared cores (fewer, fuller requests: less CPU queueing at every hop).
+E2E_RATE = 50_000
+E2E_LINGER_MS = 2
+E2E_FETCH_MAX_WAIT_MS = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,9 +178,12 @@ def run_matrix(bootstrap: str, full: bool, scale: float) -> list[dict]:
     return rows
 
 
-def run_quick(bootstrap: str, num_records: int, replication_factor: int) -> dict:
+def run_quick(bootstrap: str, num_records: int, replication_factor: int,
+              e2e_records: int = 0) -> dict:
     """Issue 3's figure: one producer (send(), then send_many()), 100 B, acks=1, one partition,
-    through the gateway; then one consumer reading the send() records back."""
+    through the gateway; then one consumer reading the send() records back; then (e2e_records
+    > 0) issue 6's end-to-end latency at E2E_RATE records/s (`riverbed-perf e2e`: producer
+    here, consumer in another process, linger.ms E2E_LINGER_MS, fetch.min.bytes 1)."""
     topic = f"quick-{uuid.uuid4().hex[:8]}"
     common = ["--bootstrap-server", bootstrap, "--num-records", str(num_records),
               "--reporting-interval", "60000", "--no-progress"]
@@ -184,13 +193,27 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int) -> dict
     sent = _perf([*produce, "--topic", topic])
     bulk = _perf([*produce, "--topic", topic + "-bulk", "--bulk"])
     read = _perf(["consume", *common, "--topic", topic])
+    e2e = None
+    if e2e_records > 0:
+        e2e = _perf(["e2e", "--bootstrap-server", bootstrap, "--topic", topic + "-e2e",
+                     "--num-records", str(e2e_records), "--throughput", str(E2E_RATE),
+                     "--record-size", "100", "--acks", "1", "--partition", "0",
+                     "--linger-ms", str(E2E_LINGER_MS), "--fetch-min-bytes", "1",
+                     "--consumer-prop", f"fetch_max_wait_ms={E2E_FETCH_MAX_WAIT_MS}",
+                     "--create-topic", "--partitions", "1",
+                     "--replication-factor", str(replication_factor),
+                     "--reporting-interval", "60000", "--no-progress"])
     return {"num_records": num_records, "replication_factor": replication_factor,
             "produce_send": {"records_per_sec": sent.records_per_sec, "mb_per_sec": sent.mb_per_sec,
                              "latency_ms": sent.latency_ms},
             "produce_send_many": {"records_per_sec": bulk.records_per_sec,
                                   "mb_per_sec": bulk.mb_per_sec, "latency_ms": bulk.latency_ms},
             "consume": {"records": read.records, "records_per_sec": read.records_per_sec,
-                        "mb_per_sec": read.mb_per_sec}}
+                        "mb_per_sec": read.mb_per_sec},
+            "e2e": None if e2e is None else {
+                "records": e2e.records, "records_per_sec": e2e.records_per_sec,
+                "target_records_per_sec": E2E_RATE, "linger_ms": E2E_LINGER_MS,
+                "fetch_max_wait_ms": E2E_FETCH_MAX_WAIT_MS, "latency_ms": e2e.latency_ms}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,12 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply records per row")
     parser.add_argument("--num-records", type=int, default=500_000, help="--quick's records")
     parser.add_argument("--replication-factor", type=int, default=1, help="--quick's topic")
+    parser.add_argument("--e2e-records", type=int, default=150_000,
+                        help=f"--quick's e2e row: records at {E2E_RATE}/s (0: no e2e row)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with _fleet(args.bootstrap_server) as bootstrap:
         if args.quick:
-            q = run_quick(bootstrap, args.num_records, args.replication_factor)
+            q = run_quick(bootstrap, args.num_records, args.replication_factor,
+                          args.e2e_records)
             ps, pm, c = q["produce_send"], q["produce_send_many"], q["consume"]
             print(f"issue-3 figure: {q['num_records']} x 100 B, acks=1, 1 partition "
                   f"(replication factor {q['replication_factor']}), one process, via the gateway")
@@ -220,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"p99 {pm['latency_ms']['p99']:.1f} ms")
             print(f"  consume poll():      {c['records_per_sec']:>12,.0f} records/s "
                   f"{c['mb_per_sec']:7.2f} MB/s  ({c['records']} records read back)")
+            e = q["e2e"]
+            if e is not None:
+                lat = e["latency_ms"]
+                print(f"  e2e at {e['target_records_per_sec']:,}/s: {e['records_per_sec']:>9,.0f} "
+                      f"records/s  p50 {lat['p50']:.2f} ms  p99 {lat['p99']:.2f} ms  "
+                      f"p99.9 {lat['p99_9']:.2f} ms  (linger.ms {e['linger_ms']}, "
+                      f"fetch.max.wait.ms {e['fetch_max_wait_ms']}, {e['records']} records)")
             result: object = q
         else:
             rows = run_matrix(bootstrap, args.full, args.scale)

@@ -4,17 +4,22 @@ decoder that turns one batch of it into ConsumerRecords.
 Batches are decoded lazily: a batch is decompressed and decoded only when poll() reaches it, and
 poll(max_records=n) hands out at most n records, keeping the rest of the decoded batch for the next
 call. The decoder builds `ConsumerRecord` tuples directly (no intermediate `records.Record`
-objects, no per-record conversion step): about twice as fast as decode_batch + convert.
+objects, no per-record conversion step). Runs of records with one layout (the usual producer
+batch) are unpacked by `records.codec.uniform_run` (struct.iter_unpack, checked column by column)
+and the tuples built by map/zip, with no Python bytecode per record; the rest goes through a
+record-by-record loop. 100 B records: ~0.45 us/record (the loop alone: ~0.85).
 With check_crcs each batch's CRC-32C is verified (records.validate_batch) before decoding.
 Control batches (transaction markers) are skipped, as Kafka's consumer does.
 """
 from __future__ import annotations
 
 import collections
+from itertools import repeat
 from typing import Callable
 
 from riverbed import errors
 from riverbed.records import HEADER_SIZE, BatchHeader, decompress, validate_batch
+from riverbed.records.codec import LOOP_AFTER_MISS, MAX_MISSES, RUN_MAX, RUN_MIN, uniform_run
 from riverbed.records.header import COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, \
     TIMESTAMP_TYPE_MASK
 from riverbed.structs import ConsumerRecord, TopicPartition
@@ -54,14 +59,46 @@ def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: in
 
 
 def _decode(data, count, base_offset, base_timestamp, log_append_time, topic, partition):
+    # Runs of records sharing one layout go through codec.uniform_run (struct, in C); the rest
+    # through the loop below.
+    out: list = []
+    view = memoryview(data)
+    pos = 0
+    size = len(data)
+    left = count
+    misses = 0
+    while left > 0:
+        run = None
+        if misses < MAX_MISSES and left >= RUN_MIN:
+            run = uniform_run(data, view, pos, size, min(left, RUN_MAX))
+        if run is None:
+            misses += 1
+            n = left if misses >= MAX_MISSES else min(left, LOOP_AFTER_MISS)
+            pos = _decode_loop(data, pos, n, base_offset, base_timestamp, log_append_time,
+                               topic, partition, out)
+            left -= n
+            continue
+        k, pos, offset_deltas, ts_deltas, keys, values = run
+        left -= k
+        out += map(_tuple_new, repeat(ConsumerRecord, k), zip(
+            repeat(topic, k), repeat(partition, k), map(base_offset.__add__, offset_deltas),
+            map(base_timestamp.__add__, ts_deltas) if log_append_time is None
+            else repeat(log_append_time, k),
+            repeat(None, k) if keys is None else keys,
+            repeat(None, k) if values is None else values, repeat((), k)))
+    if pos != size:
+        raise errors.CorruptMessageError(f"{size - pos} bytes after the last of {count} records")
+    return out
+
+
+def _decode_loop(data, pos, count, base_offset, base_timestamp, log_append_time, topic,
+                 partition, out) -> int:
     # Hot loop: one- and two-byte varints inline; IndexError means truncation.
     CR = ConsumerRecord
     new = _tuple_new
     rd = _read_uvarint
     corrupt = errors.CorruptMessageError
-    out = []
     append = out.append
-    pos = 0
     size = len(data)
     for _ in range(count):
         b = data[pos]                                       # length
@@ -145,9 +182,7 @@ def _decode(data, count, base_offset, base_timestamp, log_append_time, topic, pa
         if pos != end:
             raise corrupt(f"record ends at {pos}, its length says {end}")
         append(new(CR, (topic, partition, offset, ts, key, value, headers)))
-    if pos != size:
-        raise corrupt(f"{size - pos} bytes after the last of {count} records")
-    return out
+    return pos
 
 
 def _varint(data, pos):

@@ -41,6 +41,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from crc32c import crc32c
 
@@ -103,6 +104,9 @@ def _encode_varint_slow(value: int) -> bytes:
 
 _VARINT = [_encode_varint_slow(n) for n in range(_VARINT_TABLE_SIZE)]
 _NULL = b"\x01"   # varint -1: a null key, value or header value
+# The attributes byte (0) and the varint of a timestamp delta 0 .. _ATTR_VARINT_SIZE-1 ms.
+_ATTR_VARINT_SIZE = 1 << 12
+_ATTR_VARINT = [b"\x00" + _VARINT[n] for n in range(_ATTR_VARINT_SIZE)]
 
 
 def encode_varint(value: int) -> bytes:
@@ -159,6 +163,133 @@ def _read_uvarint(data, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise errors.CorruptMessageError(f"varint longer than 10 bytes at position {pos}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding fast path: runs of records with one layout, unpacked by struct (C) column by column
+#
+# Records from one producer batch usually share a layout: the same length, null key (or a key of
+# one length), a value of one length, no headers, and 1- or 2-byte timestamp and offset deltas.
+# Such a run of k records is k repetitions of one struct format; struct.iter_unpack reads it in C,
+# the columns are checked in C (tuple.count, list membership) and the varints are decoded by table
+# lookup. Anything that does not check out is decoded by the record-by-record loop instead, which
+# alone decides what is corrupt: the fast path only ever accepts records that the loop would
+# decode to the same values.
+
+# Zigzag-decoded value of a 1-byte varint (index: the byte), None where the byte is not one.
+_ZZ1 = [((b >> 1) ^ -(b & 1)) if b < 0x80 else None for b in range(256)]
+# Zigzag-decoded value of a 2-byte varint (index: first byte | second byte << 8, as struct's "<H"
+# reads it), None where the two bytes are not a 2-byte varint.
+_ZZ2: list[int | None] = [None] * 65536
+for _b in range(0x80, 0x100):
+    for _c in range(0x80):
+        _u = (_b & 0x7F) | (_c << 7)
+        _ZZ2[_b | (_c << 8)] = (_u >> 1) ^ -(_u & 1)
+del _b, _c, _u
+_ZZ1_GET = _ZZ1.__getitem__
+_ZZ2_GET = _ZZ2.__getitem__
+RUN_MIN = 8                 # shorter runs: the loop is as fast
+_RUN_STRUCTS: dict[str, struct.Struct] = {}
+
+
+def _small_varint(data, pos: int):
+    """(raw, size, value) of the 1- or 2-byte varint at pos; None if longer or truncated."""
+    b = data[pos]
+    if b < 0x80:
+        return b, 1, (b >> 1) ^ -(b & 1)
+    c = data[pos + 1]
+    if c < 0x80:
+        u = (b & 0x7F) | (c << 7)
+        return b | (c << 8), 2, (u >> 1) ^ -(u & 1)
+    return None
+
+
+def uniform_run(data, view, pos: int, size: int, remaining: int):
+    """Decode the run of records at pos that share the first one's layout.
+
+    Returns None (nothing decoded: use the loop) or (k, next_pos, offset_deltas, timestamp_deltas,
+    keys, values): k >= RUN_MIN records; keys/values are None when all null, else sequences.
+    """
+    try:
+        f = _small_varint(data, pos)
+        if f is None:
+            return None
+        length_raw, length_size, length = f
+        p = pos + length_size + 1                               # + attributes
+        f = _small_varint(data, p)
+        if f is None:
+            return None
+        ts_size = f[1]
+        p += ts_size
+        f = _small_varint(data, p)
+        if f is None:
+            return None
+        offset_size, offset_delta = f[1], f[2]
+        p += offset_size
+        fmt = ["<", "B" if length_size == 1 else "H", "x", "B" if ts_size == 1 else "H",
+               "B" if offset_size == 1 else "H"]
+        specs = []
+        for _field in (0, 1):                                   # key, value
+            f = _small_varint(data, p)
+            if f is None:
+                return None
+            raw, vsize, n = f
+            p += vsize
+            if n == -1:
+                fmt.append("B")
+                specs.append((raw, None))
+            elif n >= 0:
+                fmt.append(("B%ds" if vsize == 1 else "H%ds") % n)
+                specs.append((raw, n))
+                p += n
+            else:
+                return None
+        if data[p] != 0:                                        # headers
+            return None
+        p += 1
+        record_size = p - pos
+        if length != record_size - length_size or p > size:
+            return None
+    except IndexError:
+        return None
+    # The offset delta grows by one a record: the run ends where its varint gets longer.
+    if offset_size == 1:
+        room = 64 - offset_delta if offset_delta >= 0 else 0
+    else:
+        room = 8192 - offset_delta if offset_delta >= 64 else 0
+    k = min(remaining, room, (size - pos) // record_size)
+    if k < RUN_MIN:
+        return None
+    end = pos + k * record_size
+    last = end - record_size                                    # cheap check before unpacking
+    if (data[last] if length_size == 1 else data[last] | (data[last + 1] << 8)) != length_raw:
+        return None
+    fmt.append("B")
+    fmt = "".join(fmt)
+    st = _RUN_STRUCTS.get(fmt)
+    if st is None:
+        if len(_RUN_STRUCTS) >= 256:
+            _RUN_STRUCTS.clear()
+        st = _RUN_STRUCTS[fmt] = struct.Struct(fmt)
+    cols = list(zip(*st.iter_unpack(view[pos:end])))
+    if cols[0].count(length_raw) != k or cols[-1].count(0) != k:
+        return None
+    ts_deltas = list(map(_ZZ1_GET if ts_size == 1 else _ZZ2_GET, cols[1]))
+    offset_deltas = list(map(_ZZ1_GET if offset_size == 1 else _ZZ2_GET, cols[2]))
+    if None in ts_deltas or None in offset_deltas:
+        return None
+    i = 3
+    out = [k, end, offset_deltas, ts_deltas]
+    for raw, n in specs:
+        if cols[i].count(raw) != k:
+            return None
+        if n is None:
+            out.append(None)
+            i += 1
+        else:
+            out.append(cols[i + 1])
+            i += 2
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,6 +436,42 @@ class BatchBuilder:
         else:
             base_timestamp = self._base_timestamp
         delta = timestamp_ms - base_timestamp
+        if not headers:
+            # The common case: one join of the fields straight into the buffer.
+            delta_bytes = _ATTR_VARINT[delta] if 0 <= delta < _ATTR_VARINT_SIZE \
+                else b"\x00" + _encode_varint_slow(delta)      # attributes, timestampDelta
+            offset_bytes = varint[count] if count < _VARINT_TABLE_SIZE \
+                else _encode_varint_slow(count)
+            n = 1 + len(delta_bytes) + len(offset_bytes)        # + headers count
+            if key is None:
+                key_length = _NULL
+                n += 1
+            else:
+                k = len(key)
+                key_length = varint[k] if k < _VARINT_TABLE_SIZE else _encode_varint_slow(k)
+                n += len(key_length) + k
+            if value is None:
+                value_length = _NULL
+                n += 1
+            else:
+                k = len(value)
+                value_length = varint[k] if k < _VARINT_TABLE_SIZE else _encode_varint_slow(k)
+                n += len(value_length) + k
+            length = varint[n] if n < _VARINT_TABLE_SIZE else _encode_varint_slow(n)
+            buf = self._buf
+            limit = self._batch_size
+            if count and limit is not None and len(buf) + len(length) + n > limit:
+                return False
+            buf += b"".join((length, delta_bytes, offset_bytes, key_length,
+                             b"" if key is None else key, value_length,
+                             b"" if value is None else value, b"\x00"))
+            self._count = count + 1
+            if count == 0:
+                self._base_timestamp = timestamp_ms
+                self._max_timestamp = timestamp_ms
+            elif timestamp_ms > self._max_timestamp:
+                self._max_timestamp = timestamp_ms
+            return True
         parts = [b"\x00",
                  varint[delta] if 0 <= delta < _VARINT_TABLE_SIZE else _encode_varint_slow(delta),
                  varint[count] if count < _VARINT_TABLE_SIZE else _encode_varint_slow(count)]
@@ -355,8 +522,10 @@ class BatchBuilder:
     def append_values(self, timestamp_ms: int, values: Sequence[bytes]) -> int:
         """Add keyless, header-less records sharing one timestamp; return how many fitted.
 
-        The fast path: the per-record bytes other than the offset delta and the value are
-        computed once per distinct value length.
+        The fast path: runs of values of one length (whose offset-delta varints have one size)
+        are laid out by one b"".join of an interleaved list built by slice assignment (no Python
+        bytecode per record); other values go through a loop in which the per-record bytes other
+        than the offset delta and the value are computed once per distinct value length.
         """
         count = self._count
         if count == 0:
@@ -373,11 +542,52 @@ class BatchBuilder:
         limit = self._batch_size
         if limit is None:
             limit = 1 << 62
+        if not isinstance(values, (list, tuple)):
+            values = list(values)
+        total = len(values)
+        i = 0
+        while i < total and count < 8192:
+            # A run: the offset deltas keep their varint size, the values their length.
+            end = min(total, i + (64 if count < 64 else 8192) - count)
+            n = len(values[i])
+            run = values[i:end]
+            if list(map(len, run)).count(n) != end - i:
+                break                                            # mixed lengths: the loop
+            value_length = encode_varint(n)
+            delta_size = 1 if count < 64 else 2
+            body = fixed + delta_size + len(value_length) + n
+            head = encode_varint(body) + prefix
+            record_size = len(head) + body - len(prefix)
+            k = (limit - size) // record_size
+            if k <= 0:
+                if count:
+                    self._count = count
+                    return i
+                k = 1                                            # the first always fits
+            if k < end - i:
+                end = i + k
+                run = run[:k]
+            k = end - i
+            tail = _NULL + value_length
+            parts = [b"\x00" + head, None, tail, None] * k       # record i's headers count (0)
+            parts[0] = head                                      # and record i+1's head
+            parts[1::4] = varint[count:count + k]
+            parts[3::4] = run
+            buf += b"".join(parts)
+            buf += b"\x00"
+            size += k * record_size
+            count += k
+            i = end
+            if i < total and size + record_size > limit:
+                self._count = count
+                return i
+        added = i
+        if i:
+            values = values[i:]
         cached_length = -1
         cached_delta_size = 0
         head = tail = b""
         record_size = 0
-        added = 0
         for value in values:
             n = len(value)
             delta_bytes = varint[count] if count < _VARINT_TABLE_SIZE \
@@ -490,14 +700,48 @@ def _decode_body(buf, pos: int, header: BatchHeader) -> list[Record]:
 
 def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
                     log_append_time: int | None) -> list[Record]:
+    out: list[Record] = []
+    view = memoryview(data)
+    pos = 0
+    size = len(data)
+    left = count
+    misses = 0
+    while left > 0:
+        run = None
+        if misses < MAX_MISSES and left >= RUN_MIN:
+            run = uniform_run(data, view, pos, size, min(left, RUN_MAX))
+        if run is None:          # the record-by-record loop, for a few records or the rest
+            misses += 1
+            n = left if misses >= MAX_MISSES else min(left, LOOP_AFTER_MISS)
+            pos = _decode_loop(data, pos, n, base_offset, base_timestamp, log_append_time, out)
+            left -= n
+            continue
+        k, pos, offset_deltas, ts_deltas, keys, values = run
+        left -= k
+        out += map(Record, map(base_offset.__add__, offset_deltas),
+                   map(base_timestamp.__add__, ts_deltas) if log_append_time is None
+                   else repeat(log_append_time, k),
+                   repeat(None, k) if keys is None else keys,
+                   repeat(None, k) if values is None else values)
+    if pos != size:
+        raise errors.CorruptMessageError(f"{size - pos} bytes after the last of {count} records")
+    return out
+
+
+# How a decoder mixes uniform_run and its loop (here and in riverbed.fetcher):
+RUN_MAX = 512                # records unpacked at once: bounds the work a failed check wastes
+LOOP_AFTER_MISS = 16         # records the loop decodes after the fast path did not fit
+MAX_MISSES = 4               # then the loop decodes the rest of the batch
+
+
+def _decode_loop(data: bytes, pos: int, count: int, base_offset: int, base_timestamp: int,
+                 log_append_time: int | None, out: list) -> int:
     # Hot loop: one- and two-byte varints are decoded inline; IndexError means truncation.
     read_varint = _read_varint
     read_uvarint = _read_uvarint
     corrupt = errors.CorruptMessageError
     make = Record
-    out = []
     append = out.append
-    pos = 0
     size = len(data)
     for _ in range(count):
         # length
@@ -613,6 +857,4 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
                     base_timestamp + timestamp_delta if log_append_time is None
                     else log_append_time,
                     key, value, headers))
-    if pos != size:
-        raise corrupt(f"{size - pos} bytes after the last of {count} records")
-    return out
+    return pos
