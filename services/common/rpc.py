@@ -39,6 +39,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2
 from riverbed.wire.apis import api_name
+from riverbed.wire.dealer import DEFAULT_HWM, configure_dealer
 from riverbed.wire.framing import (
     CORRUPT_MESSAGE,
     INVALID_REQUEST,
@@ -64,9 +65,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _CORR_MASK = (1 << 64) - 1
-# Messages libzmq queues per connection (not bytes). Callers bound their in-flight requests far
-# below this; it keeps a stuck peer from growing memory without limit.
-DEFAULT_HWM = 1000
+# DEFAULT_HWM (riverbed.wire.dealer): messages libzmq queues per connection (not bytes), for the
+# ROUTER and publisher here too. Callers bound their in-flight requests far below it.
 DEFAULT_MAX_MESSAGE_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes default
 
 
@@ -303,13 +303,9 @@ class AsyncChannel:
         self.client_id = client_id
         ctx = context or zmq.asyncio.Context.instance()
         sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, linger_ms)
-        sock.setsockopt(zmq.IMMEDIATE, 1)
-        sock.setsockopt(zmq.SNDHWM, DEFAULT_HWM)
-        sock.setsockopt(zmq.RCVHWM, DEFAULT_HWM)
-        sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
-        sock.setsockopt(zmq.RECONNECT_IVL, reconnect_ivl_ms)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, reconnect_ivl_max_ms)
+        configure_dealer(sock, max_message_bytes=max_message_bytes, linger_ms=linger_ms,
+                         reconnect_ivl_ms=reconnect_ivl_ms,
+                         reconnect_ivl_max_ms=reconnect_ivl_max_ms)
         sock.connect(endpoint)
         self._sock = sock
         self._corr = itertools.count(random.getrandbits(32))

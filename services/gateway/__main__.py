@@ -1,50 +1,27 @@
-"""`python -m services.gateway --config FILE [--override key=value ...]` (riverbed-gateway)."""
+"""`python -m services.gateway --config FILE [--override key=value ...]` (riverbed-gateway).
+
+Arguments -> GatewayConfig -> Gateway(core + shell).run(stop), through
+services.common.service_main: a bad config is an error naming the key and exit code 2; SIGTERM
+stops cleanly with exit code 0; a crash exits 1.
+"""
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
-import signal
 import sys
 
-from services.common.config import ConfigError, build, load_properties, parse_overrides
+from services.common.service_main import run_service
 from services.gateway.config import GatewayConfig
 from services.gateway.shell.gateway import Gateway
 
 
-def parse_config(argv: list[str] | None) -> GatewayConfig:
-    parser = argparse.ArgumentParser(prog="riverbed-gateway",
-                                     description="Riverbed gateway (client-facing, stateless)")
-    parser.add_argument("--config", help="a .properties file")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    props = load_properties(args.config) if args.config else {}
-    return build(GatewayConfig, props, parse_overrides(args.override))
-
-
-async def _run(cfg: GatewayConfig) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+async def _serve(cfg: GatewayConfig, stop: asyncio.Event) -> None:
     await Gateway(cfg).run(stop)
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
-    try:
-        cfg = parse_config(argv)
-    except (ConfigError, OSError) as e:
-        print(f"riverbed-gateway: bad config: {e}", file=sys.stderr)
-        return 2
-    try:
-        asyncio.run(_run(cfg))
-    except Exception:
-        logging.getLogger("services.gateway").exception("gateway failed")
-        return 1
-    return 0
+    return run_service(argv, prog="riverbed-gateway",
+                       description="Riverbed gateway (client-facing, stateless)",
+                       config_class=GatewayConfig, serve=_serve, logger_name="services.gateway")
 
 
 if __name__ == "__main__":

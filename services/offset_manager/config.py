@@ -1,59 +1,25 @@
-"""The offset manager's typed config: Kafka's keys in snake_case."""
+"""The offset manager's typed config: Kafka's keys in snake_case. The keys it shares with the
+group coordinator (host, ZooKeeper, __consumer_offsets, limits) are in
+services.common.sharded_role.ShardedRoleConfig."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.common.sharded_role import ShardedRoleConfig
 
-@dataclass(frozen=True, slots=True)
-class OffsetManagerConfig:
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetManagerConfig(ShardedRoleConfig):
     offset_manager_id: int = 0
-    host_name: str = "127.0.0.1"
     port: int = 9096
-    zookeeper_connect: str = "127.0.0.1:2181/riverbed"
-    zookeeper_session_timeout_ms: int = 6000
-    zookeeper_connection_timeout_ms: int = 6000
-    socket_request_max_bytes: int = 104857600
     # Kafka's bound on a commit's metadata string (OFFSET_METADATA_TOO_LARGE above it).
     offset_metadata_max_bytes: int = 4096
-    offsets_topic_num_partitions: int = 50
-    # Offsets of a group with no members expire this long after it emptied (or the commit).
-    offsets_retention_minutes: int = 1440
-    offsets_retention_check_interval_ms: int = 600000
-    # The shell's acks=all write timeout; a timed-out commit is answered with an error.
-    offsets_commit_timeout_ms: int = 5000
+    # The acks of the shell's __consumer_offsets writes (offsets.commit.timeout.ms bounds them).
     offsets_commit_required_acks: int = -1
-    # __consumer_offsets itself, created by the first coordinator or offset manager that finds it
-    # missing (Kafka's keys and defaults): the replication factor is capped at the live storage
-    # nodes with a WARNING; the segment size is Kafka's offsets.topic.segment.bytes.
-    offsets_topic_replication_factor: int = 3
-    offsets_topic_segment_bytes: int = 104857600
-    # Bytes asked per FETCH while loading (and tailing) a shard (Kafka's offsets.load.buffer.size).
-    offsets_load_buffer_size: int = 5242880
-    # How long a call to the controller (METADATA, CREATE_TOPICS) or a storage node may take.
-    request_timeout_ms: int = 30000
-    # Requests handled at once at most (Kafka's queued.max.requests); joins and syncs park here.
-    queued_max_requests: int = 500
 
     def __post_init__(self) -> None:
-        if not 0 < self.port < 65536:
-            raise ValueError(f"port={self.port}: not a TCP port")
+        ShardedRoleConfig.__post_init__(self)
         if self.offset_metadata_max_bytes < 0:
             raise ValueError("offset.metadata.max.bytes must be >= 0")
-        if self.offsets_topic_num_partitions < 1:
-            raise ValueError("offsets.topic.num.partitions must be >= 1")
         if self.offsets_retention_minutes < 1:
             raise ValueError("offsets.retention.minutes must be >= 1")
-        if self.offsets_topic_replication_factor < 1:
-            raise ValueError("offsets.topic.replication.factor must be >= 1")
-        if self.offsets_topic_segment_bytes < 14:
-            raise ValueError("offsets.topic.segment.bytes must be >= 14")
-        for key, value in (("offsets.load.buffer.size", self.offsets_load_buffer_size),
-                           ("offsets.commit.timeout.ms", self.offsets_commit_timeout_ms),
-                           ("request.timeout.ms", self.request_timeout_ms),
-                           ("queued.max.requests", self.queued_max_requests)):
-            if value < 1:
-                raise ValueError(f"{key}={value}: must be positive")
-
-    @property
-    def endpoint(self) -> str:
-        return f"tcp://{self.host_name}:{self.port}"

@@ -12,6 +12,10 @@
   tests never see each other's znodes. The chroot is deleted afterwards.
 - `free_port`: one free TCP port on 127.0.0.1; `free_ports(n)`: a function returning n of them.
 - `fake_service_path`: the stand-in service script for launcher tests (not for product tests).
+- `zk`: a kazoo client on `zk_chroot` (closed afterwards).
+- `processes`: the node_helpers.ServiceProcess list a test started; all are SIGKILLed at the end,
+  even on failure. `storage_nodes(broker_id, **extra)`: a (not yet started)
+  node_helpers.StorageNodeProcess on a free port in `zk_chroot`, added to `processes`.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import pytest
 from deploy.process import free_port as _free_port
 from deploy.process import free_ports as _free_ports
 from deploy.zookeeper import ZooKeeperServer
+from node_helpers import StorageNodeProcess, stop_processes
 
 FAKE_SERVICE = pathlib.Path(__file__).with_name("fake_service.py")
 
@@ -68,3 +73,27 @@ def free_ports():
 @pytest.fixture
 def fake_service_path() -> str:
     return str(FAKE_SERVICE)
+
+
+@pytest.fixture
+def zk(zk_chroot):
+    from services.common import zk as zkmod
+    client = zkmod.connect(zk_chroot, timeout_s=10)
+    yield client
+    zkmod.close(client)
+
+
+@pytest.fixture
+def processes():
+    started: list = []
+    yield started
+    stop_processes(started)
+
+
+@pytest.fixture
+def storage_nodes(tmp_path, free_ports, zk_chroot, processes):
+    def make(broker_id: int, **extra) -> StorageNodeProcess:
+        node = StorageNodeProcess(tmp_path, broker_id, free_ports(1)[0], zk_chroot, **extra)
+        processes.append(node)
+        return node
+    return make

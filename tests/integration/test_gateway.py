@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 import zmq
+from node_helpers import NONE, REPO, ServiceProcess
 
 from riverbed import errors
 from riverbed._proto.v1 import (controller_pb2, fetch_pb2, list_offsets_pb2, metadata_pb2,
@@ -25,17 +24,13 @@ from riverbed._proto.v1 import (controller_pb2, fetch_pb2, list_offsets_pb2, met
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.client import Channel
 
-from deploy.process import stop_all
 from services.common import rpc
-from services.common import zk as zkmod
 from services.common import znodes
 from services.common.runtime import ServerThread
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 E = errors.ErrorCode
-NONE = 0
 
 
 def wait_until(fn, timeout_s: float = 20.0, what: str = "condition", tail=lambda: ""):
@@ -52,51 +47,16 @@ def wait_until(fn, timeout_s: float = 20.0, what: str = "condition", tail=lambda
 # --------------------------------------------------------------------------------------------
 # processes
 
-class GatewayProcess:
+class GatewayProcess(ServiceProcess):
+    """One gateway subprocess (gateway-<id>.log), given 15 s to stop on SIGTERM."""
+
     def __init__(self, tmp: pathlib.Path, gateway_id: int, port: int, zk_connect: str, **extra):
         self.gateway_id = gateway_id
         self.endpoint = f"tcp://127.0.0.1:{port}"
-        self.out = tmp / f"gateway-{gateway_id}.log"
-        self.config = tmp / f"gateway-{gateway_id}.properties"
         props = {"gateway.id": gateway_id, "port": port, "host.name": "127.0.0.1",
                  "zookeeper.connect": zk_connect, **extra}
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "GatewayProcess":
-        with open(self.out, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "services.gateway", "--config", str(self.config)],
-                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
-        return self
-
-    def stop(self, timeout_s: float = 15) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            raise AssertionError(f"gateway did not stop on SIGTERM:\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        return self.out.read_text(errors="replace")[-5000:] if self.out.exists() else ""
-
-
-@pytest.fixture
-def processes():
-    """Popen handles this test started; all are killed at the end, even on failure."""
-    started: list = []
-    yield started
-    stop_all([(p.proc.pid, p.proc) for p in started if p.proc is not None], grace_s=5,
-             kill_only=True)
-
-
-@pytest.fixture
-def zk(zk_chroot):
-    client = zkmod.connect(zk_chroot, timeout_s=10)
-    yield client
-    zkmod.close(client)
+        super().__init__(tmp, "services.gateway", f"gateway-{gateway_id}", props,
+                         stop_timeout_s=15)
 
 
 @pytest.fixture
@@ -524,25 +484,6 @@ def test_bad_config_exits_2(tmp_path):
 # --------------------------------------------------------------------------------------------
 # the real fleet
 
-class ServiceProcess(GatewayProcess):
-    """A controller or storage node subprocess (same start/stop as the gateway's)."""
-
-    def __init__(self, tmp: pathlib.Path, module: str, name: str, props: dict):
-        self.module = module
-        self.gateway_id = name
-        self.out = tmp / f"{name}.log"
-        self.config = tmp / f"{name}.properties"
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.proc = None
-
-    def start(self) -> "ServiceProcess":
-        with open(self.out, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", self.module, "--config", str(self.config)],
-                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
-        return self
-
-
 def test_real_fleet_create_produce_fetch_across_gateways(tmp_path, free_ports, zk_chroot, zk,
                                                          processes, gateway, channels):
     from riverbed.records import build_batch, decode_batches
@@ -550,14 +491,14 @@ def test_real_fleet_create_produce_fetch_across_gateways(tmp_path, free_ports, z
     ctl_port, pub_port, s1, s2 = free_ports(4)
     zk_keys = {"zookeeper.connect": zk_chroot, "host.name": "127.0.0.1"}
     controller = ServiceProcess(tmp_path, "services.controller", "controller-1", {
-        "controller.id": 1, "port": ctl_port, "pub.port": pub_port, **zk_keys})
+        "controller.id": 1, "port": ctl_port, "pub.port": pub_port, **zk_keys}, stop_timeout_s=15)
     nodes = [ServiceProcess(tmp_path, "services.storage_node", f"storage-{i}", {
         "broker.id": i, "port": port, "log.dirs": tmp_path / f"logs-{i}", **zk_keys,
-        "replica.fetch.wait.max.ms": 200}) for i, port in ((1, s1), (2, s2))]
+        "replica.fetch.wait.max.ms": 200}, stop_timeout_s=15) for i, port in ((1, s1), (2, s2))]
     for p in (controller, *nodes):
         processes.append(p)
         p.start()
-    tails = lambda: "\n".join(f"--- {p.gateway_id}\n{p.log_tail()}" for p in processes)  # noqa: E731
+    tails = lambda: "\n".join(f"--- {p.name}\n{p.log_tail()}" for p in processes)  # noqa: E731
     wait_until(lambda: len(zk.get_children(znodes.BROKER_IDS)) == 2 if zk.exists(znodes.BROKER_IDS)
                else False, 60, "both storage nodes registered", tails)
     wait_until(lambda: zk.exists(znodes.CONTROLLER), 60, "an active controller", tails)

@@ -11,120 +11,27 @@
 """
 from __future__ import annotations
 
-import pathlib
 import signal
-import subprocess
 import sys
 import time
 
 import pytest
+from node_helpers import NONE, fetch_all, leader_and_isr, produce, wait_registered
 
 from riverbed import errors
-from riverbed._proto.v1 import controller_pb2, fetch_pb2, produce_pb2, producer_id_pb2
-from riverbed.records import build_batch, decode_batches
+from riverbed._proto.v1 import producer_id_pb2
+from riverbed.records import build_batch
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.client import Channel
 
 from deploy.process import spawn, stop_all
-from services.common import zk as zkmod
 from services.common import znodes
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-NONE = 0
 E = errors.ErrorCode
 WAIT_S = 30.0          # bound on polling loops, never a pass/fail threshold on speed
 TOPIC = "idem"
-
-
-class Node:
-    """One storage-node subprocess; stopped (SIGKILL if need be) by the fixture."""
-
-    def __init__(self, tmp: pathlib.Path, broker_id: int, port: int, zk_connect: str):
-        self.broker_id = broker_id
-        self.port = port
-        self.endpoint = f"tcp://127.0.0.1:{port}"
-        self.log_dir = tmp / f"logs-{broker_id}"
-        self.out = tmp / f"node-{broker_id}.log"
-        self.config = tmp / f"node-{broker_id}.properties"
-        props = {"broker.id": broker_id, "port": port, "host.name": "127.0.0.1",
-                 "log.dirs": self.log_dir, "zookeeper.connect": zk_connect,
-                 "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 100,
-                 "zookeeper.session.timeout.ms": 4000}
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Node":
-        with open(self.out, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "services.storage_node", "--config", str(self.config)],
-                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
-        return self
-
-    def stop(self, sig=signal.SIGTERM, timeout_s: float = 30) -> int:
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            raise AssertionError(f"node {self.broker_id} did not stop:\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        return self.out.read_text(errors="replace")[-6000:] if self.out.exists() else ""
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
-def wait_registered(zk, node: Node, not_session: int | None = None) -> int:
-    """Wait for /brokers/ids/<id> from a session other than `not_session` (a killed process's
-    znode lingers until its session expires). Returns the registering session id."""
-    path = znodes.broker_path(node.broker_id)
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        assert node.alive(), f"node exited early:\n{node.log_tail()}"
-        stat = zk.exists(path)
-        if stat is not None and stat.ephemeralOwner != not_session:
-            return stat.ephemeralOwner
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared:\n{node.log_tail()}")
-
-
-def leader_and_isr(ch: Channel, cepoch: int, parts, live_leaders=()):
-    req = controller_pb2.LeaderAndIsrRequest(controller_id=100, controller_epoch=cepoch)
-    for topic, partition, leader, lepoch, isr, replicas in parts:
-        req.partitions.add(topic=topic, partition=partition, controller_epoch=cepoch,
-                           leader=leader, leader_epoch=lepoch, isr=isr, replicas=replicas)
-    for node in live_leaders:
-        req.live_leaders.add(node_id=node.broker_id, host="127.0.0.1", port=node.port,
-                             endpoint=node.endpoint)
-    return ch.call(ApiKey.LEADER_AND_ISR, req, timeout_ms=10000).body
-
-
-def produce(ch: Channel, topic, partition, payload, acks=1, timeout_ms=5000):
-    req = produce_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
-    req.topics.add(name=topic).partitions.add(partition=partition)
-    resp = ch.call(ApiKey.PRODUCE, req, payloads=[payload], timeout_ms=timeout_ms + 5000)
-    return resp.body.topics[0].partitions[0]
-
-
-def fetch_all(ch: Channel, topic, partition, offset=0):
-    """Every record up to the high watermark (consumer fetches), and the last answer."""
-    out = []
-    while True:
-        req = fetch_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0)
-        req.topics.add(name=topic).partitions.add(partition=partition, fetch_offset=offset,
-                                                  partition_max_bytes=1 << 20)
-        resp = ch.call(ApiKey.FETCH, req, timeout_ms=10000)
-        part = resp.body.topics[0].partitions[0]
-        assert part.error_code == NONE, part.error_message
-        recs = decode_batches(bytes(resp.payloads[0]))
-        if not recs:
-            return out, part
-        out += recs
-        offset = recs[-1].offset + 1
 
 
 def wait_until(pred, what, timeout_s=WAIT_S, interval_s=0.05):
@@ -143,26 +50,6 @@ def idem_batch(pid, epoch, seq, values):
     ts = int(time.time() * 1000)
     return build_batch([(ts + i, None, v) for i, v in enumerate(values)], producer_id=pid,
                        producer_epoch=epoch, base_sequence=seq)
-
-
-@pytest.fixture
-def zk(zk_chroot):
-    client = zkmod.connect(zk_chroot, timeout_s=10)
-    yield client
-    zkmod.close(client)
-
-
-@pytest.fixture
-def nodes(tmp_path, free_ports, zk_chroot):
-    started: list[Node] = []
-
-    def make(broker_id: int, **extra) -> Node:
-        node = Node(tmp_path, broker_id, free_ports(1)[0], zk_chroot, **extra)
-        started.append(node)
-        return node
-    yield make
-    stop_all([(n.proc.pid, n.proc) for n in started if n.proc is not None], grace_s=5,
-             kill_only=True)
 
 
 # ---- controller: INIT_PRODUCER_ID ------------------------------------------------------------
@@ -248,9 +135,9 @@ def values_in_log(ch, partition=0):
     return [r.value for r in recs], part
 
 
-def test_retry_is_written_once_and_gap_is_refused_and_state_survives_restarts(nodes, zk):
-    node = nodes(1).start()
-    session = wait_registered(zk, node)
+def test_retry_is_written_once_and_gap_is_refused_and_state_survives_restarts(storage_nodes, zk):
+    node = storage_nodes(1).start()
+    session = wait_registered(zk, node).stat.ephemeralOwner
     pid, epoch = 4242, 1
     b0 = idem_batch(pid, epoch, 0, [b"a", b"b"])
     b1 = idem_batch(pid, epoch, 2, [b"c"])
@@ -281,7 +168,7 @@ def test_retry_is_written_once_and_gap_is_refused_and_state_survives_restarts(no
     node.stop(signal.SIGKILL)
     assert not list((node.log_dir / f"{TOPIC}-0").glob("*.snapshot"))
     node.start()
-    session = wait_registered(zk, node, not_session=session)
+    session = wait_registered(zk, node, not_session=session).stat.ephemeralOwner
     with Channel(node.endpoint) as ch:
         assert leader_and_isr(ch, 1, [(TOPIC, 0, 1, 0, [1], [1])]).partitions[0].error_code \
             == NONE
@@ -309,8 +196,8 @@ def test_retry_is_written_once_and_gap_is_refused_and_state_survives_restarts(no
         assert values_in_log(ch)[0] == [b"a", b"b", b"c", b"d"]
 
 
-def test_new_leader_answers_duplicates_with_the_original_offsets(nodes, zk):
-    n1, n2 = nodes(1).start(), nodes(2).start()
+def test_new_leader_answers_duplicates_with_the_original_offsets(storage_nodes, zk):
+    n1, n2 = storage_nodes(1).start(), storage_nodes(2).start()
     wait_registered(zk, n1)
     wait_registered(zk, n2)
     pid, epoch = 77, 3

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import pathlib
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
+from node_helpers import NONE, StorageNodeProcess, stop_processes, wait_registered
 
 from riverbed import errors
 from riverbed._proto.v1 import controller_pb2, produce_pb2, replication_pb2
@@ -23,62 +22,22 @@ from riverbed.records import build_batch, decode_batches
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.client import Channel
 
-from deploy.process import stop_all
-from services.common import zk as zkmod
 from services.common import znodes
 from services.common.rpc import Reply, RpcServer
 from services.common.runtime import ServerThread
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-NONE = 0
 TOPIC = "events"
 TP = (TOPIC, 0)
 WAIT_S = 60          # generous bound for polling loops (never a timing assertion)
 
 
-class Node:
+class Node(StorageNodeProcess):
     def __init__(self, tmp: pathlib.Path, broker_id: int, port: int, zk_connect: str, **extra):
-        self.broker_id = broker_id
-        self.port = port
-        self.endpoint = f"tcp://127.0.0.1:{port}"
-        self.log_dir = tmp / f"logs-{broker_id}"
-        self.out = tmp / f"node-{broker_id}.log"
-        self.config = tmp / f"node-{broker_id}.properties"
-        props = {"broker.id": broker_id, "port": port, "host.name": "127.0.0.1",
-                 "log.dirs": self.log_dir, "zookeeper.connect": zk_connect,
-                 "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 100,
-                 "replica.lag.time.max.ms": 1000, "alter.partition.retry.backoff.ms": 100,
-                 "controlled.shutdown.retry.backoff.ms": 100,
-                 "zookeeper.session.timeout.ms": 4000, **extra}
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Node":
-        with open(self.out, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "services.storage_node", "--config", str(self.config)],
-                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
-        return self
-
-    def stop(self, sig=signal.SIGTERM, timeout_s: float = 30) -> int:
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            raise AssertionError(f"node {self.broker_id} did not stop:\n{self.log_tail()}")
-
-    def signal(self, sig) -> None:
-        self.proc.send_signal(sig)
-
-    def log_tail(self) -> str:
-        return self.out.read_text(errors="replace")[-6000:] if self.out.exists() else ""
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        super().__init__(tmp, broker_id, port, zk_connect, **{
+            "replica.lag.time.max.ms": 1000, "alter.partition.retry.backoff.ms": 100,
+            "controlled.shutdown.retry.backoff.ms": 100, **extra})
 
     def segment_bytes(self, topic=TOPIC, partition=0) -> bytes:
         d = self.log_dir / f"{topic}-{partition}"
@@ -167,41 +126,19 @@ class ControllerStandIn:
 
 
 @pytest.fixture
-def zk(zk_chroot):
-    client = zkmod.connect(zk_chroot, timeout_s=10)
-    yield client
-    zkmod.close(client)
-
-
-@pytest.fixture
-def cluster(tmp_path, free_ports, zk_chroot, zk):
+def cluster(tmp_path, free_ports, zk_chroot, zk, processes):
     started: list[Node] = []
 
     def make(broker_id: int, **extra) -> Node:
         node = Node(tmp_path, broker_id, free_ports(1)[0], zk_chroot, **extra)
         started.append(node)
+        processes.append(node)
         return node
     with ControllerStandIn(zk, f"tcp://127.0.0.1:{free_ports(1)[0]}") as ctl:
         try:
             yield make, ctl
         finally:
-            for n in started:      # a SIGSTOPped node must be able to die
-                if n.alive():
-                    n.signal(signal.SIGCONT)
-            stop_all([(n.proc.pid, n.proc) for n in started if n.proc is not None], grace_s=5,
-                     kill_only=True)
-
-
-def wait_registered(zk, node: Node) -> int:
-    path = znodes.broker_path(node.broker_id)
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        assert node.alive(), f"node exited early:\n{node.log_tail()}"
-        stat = zk.exists(path)
-        if stat is not None and znodes.decode_broker(node.broker_id, zk.get(path)[0]):
-            return stat.czxid
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared:\n{node.log_tail()}")
+            stop_processes(started)      # before the stand-in controller goes
 
 
 def wait_until(cond, what: str, nodes=()) -> None:
@@ -238,7 +175,7 @@ def records(data: bytes):
 def test_isr_shrinks_on_a_stopped_follower_acks_continue_and_it_rejoins(cluster, zk):
     make, ctl = cluster
     nodes = [make(i).start() for i in (1, 2, 3)]
-    epochs = {n.broker_id: wait_registered(zk, n) for n in nodes}
+    epochs = {n.broker_id: wait_registered(zk, n, WAIT_S).stat.czxid for n in nodes}
     a, b, c = nodes
     ctl.elect(TP, 1, [1, 2, 3])
     for n in nodes:
@@ -277,8 +214,8 @@ def test_isr_shrinks_on_a_stopped_follower_acks_continue_and_it_rejoins(cluster,
 def test_killed_follower_catches_up_and_old_leader_truncates_its_uncommitted_tail(cluster, zk):
     make, ctl = cluster
     a, b = make(1).start(), make(2).start()
-    wait_registered(zk, a)
-    wait_registered(zk, b)
+    wait_registered(zk, a, WAIT_S)
+    wait_registered(zk, b, WAIT_S)
     ctl.elect(TP, 1, [1, 2])                                  # epoch 0, leader 1
     ctl.leader_and_isr(a, [1, 2], [a])
     ctl.leader_and_isr(b, [1, 2], [a])
@@ -288,7 +225,7 @@ def test_killed_follower_catches_up_and_old_leader_truncates_its_uncommitted_tai
     b.stop(signal.SIGKILL)
     assert produce(a, [b"c3", b"c4"], acks=1).base_offset == 3
     b.start()
-    wait_registered(zk, b)
+    wait_registered(zk, b, WAIT_S)
     ctl.leader_and_isr(b, [1, 2], [a])
     wait_until(lambda: log_end(b) == 5, "node 2 caught up after restart", [a, b])
     wait_until(lambda: sorted(ctl.isr()) == [1, 2], "node 2 back in the ISR", [a, b])
@@ -301,7 +238,7 @@ def test_killed_follower_catches_up_and_old_leader_truncates_its_uncommitted_tai
     assert log_end(a) == 9
     # the follower comes back as the new leader (epoch 1): x6..x8 were never committed
     b.start()
-    wait_registered(zk, b)
+    wait_registered(zk, b, WAIT_S)
     ctl.elect(TP, 2, [2])
     ctl.leader_and_isr(b, [1, 2], [b])
     assert produce(b, [b"y6", b"y7"], acks=1).base_offset == 6

@@ -2,144 +2,27 @@
 consumer over riverbed.wire.client.Channel, against a real ZooKeeper."""
 from __future__ import annotations
 
-import os
-import pathlib
+import functools
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
+from node_helpers import NONE, fetch, fetch_all, leader_and_isr, produce, wait_registered
 
 from riverbed import errors
-from riverbed._proto.v1 import (common_pb2, controller_pb2, fetch_pb2, list_offsets_pb2,
-                                produce_pb2)
+from riverbed._proto.v1 import controller_pb2, fetch_pb2, list_offsets_pb2, produce_pb2
 from riverbed.records import build_batch, decode_batches
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.client import Channel
 
-from deploy.process import stop_all
-from services.common import zk as zkmod
 from services.common import znodes
 
 pytestmark = pytest.mark.integration
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-NONE = 0
-
-
-class Node:
-    """One storage-node subprocess; stopped (SIGKILL if need be) by the test's finalizer."""
-
-    def __init__(self, tmp: pathlib.Path, broker_id: int, port: int, zk_connect: str, **extra):
-        self.broker_id = broker_id
-        self.port = port
-        self.endpoint = f"tcp://127.0.0.1:{port}"
-        self.log_dir = tmp / f"logs-{broker_id}"
-        self.out = tmp / f"node-{broker_id}.log"
-        self.config = tmp / f"node-{broker_id}.properties"
-        props = {"broker.id": broker_id, "port": port, "host.name": "127.0.0.1",
-                 "log.dirs": self.log_dir, "zookeeper.connect": zk_connect,
-                 "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 100,
-                 "zookeeper.session.timeout.ms": 4000, **extra}
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> "Node":
-        with open(self.out, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "services.storage_node", "--config", str(self.config)],
-                stdout=out, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
-        return self
-
-    def stop(self, sig=signal.SIGTERM, timeout_s: float = 15) -> int:
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-            raise AssertionError(f"node {self.broker_id} did not stop; log:\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        return self.out.read_text(errors="replace")[-4000:] if self.out.exists() else ""
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
 
 @pytest.fixture
-def nodes(tmp_path, free_ports, zk_chroot):
-    started: list[Node] = []
-
-    def make(broker_id: int, **extra) -> Node:
-        node = Node(tmp_path, broker_id, free_ports(1)[0], zk_chroot, **extra)
-        started.append(node)
-        return node
-    yield make
-    stop_all([(n.proc.pid, n.proc) for n in started if n.proc is not None], grace_s=5,
-             kill_only=True)
-
-
-@pytest.fixture
-def zk(zk_chroot):
-    client = zkmod.connect(zk_chroot, timeout_s=10)
-    yield client
-    zkmod.close(client)
-
-
-def wait_registered(zk, node: Node, timeout_s: float = 30) -> dict:
-    path = znodes.broker_path(node.broker_id)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert node.alive(), f"node exited early:\n{node.log_tail()}"
-        data = zk.exists(path) and zk.get(path)[0]
-        if data:
-            return znodes.decode_broker(node.broker_id, data)
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared:\n{node.log_tail()}")
-
-
-def leader_and_isr(ch: Channel, cepoch: int, parts, live_leaders=()):
-    req = controller_pb2.LeaderAndIsrRequest(controller_id=100, controller_epoch=cepoch)
-    for topic, partition, leader, lepoch, isr, replicas in parts:
-        req.partitions.add(topic=topic, partition=partition, controller_epoch=cepoch,
-                           leader=leader, leader_epoch=lepoch, isr=isr, replicas=replicas)
-    for node in live_leaders:
-        req.live_leaders.add(node_id=node.broker_id, host="127.0.0.1", port=node.port,
-                             endpoint=node.endpoint)
-    return ch.call(ApiKey.LEADER_AND_ISR, req, timeout_ms=10000).body
-
-
-def produce(ch: Channel, topic, partition, payload, acks=1, timeout_ms=5000):
-    req = produce_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms)
-    req.topics.add(name=topic).partitions.add(partition=partition)
-    if acks == 0:
-        ch.send(ApiKey.PRODUCE, req, payloads=[payload], expect_response=False)
-        return None
-    resp = ch.call(ApiKey.PRODUCE, req, payloads=[payload], timeout_ms=timeout_ms + 5000)
-    return resp.body.topics[0].partitions[0]
-
-
-def fetch(ch: Channel, topic, partition, offset, *, max_wait_ms=0, min_bytes=0,
-          max_bytes=1 << 20):
-    req = fetch_pb2.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
-    req.topics.add(name=topic).partitions.add(partition=partition, fetch_offset=offset,
-                                              partition_max_bytes=max_bytes)
-    resp = ch.call(ApiKey.FETCH, req, timeout_ms=max_wait_ms + 10000)
-    return resp.body.topics[0].partitions[0], bytes(resp.payloads[0])
-
-
-def fetch_all(ch, topic, partition, offset=0):
-    out = []
-    while True:
-        part, data = fetch(ch, topic, partition, offset)
-        assert part.error_code == NONE, part.error_message
-        recs = decode_batches(data)
-        if not recs:
-            return out, part
-        out += recs
-        offset = recs[-1].offset + 1
+def nodes(storage_nodes):
+    """storage_nodes, each node given 15 s to stop."""
+    return functools.partial(storage_nodes, stop_timeout_s=15)
 
 
 def batch(values, ts=1_700_000_000_000):
@@ -148,7 +31,7 @@ def batch(values, ts=1_700_000_000_000):
 
 def test_single_node_produce_fetch_restart_and_errors(nodes, zk):
     node = nodes(1, **{"message.max.bytes": 4096}).start()
-    info = wait_registered(zk, node)
+    info = wait_registered(zk, node).info
     assert info.broker_id == 1 and node.endpoint in info.endpoints
     with Channel(node.endpoint) as ch:
         r = leader_and_isr(ch, 1, [("orders", 0, 1, 0, [1], [1]), ("orders", 1, 1, 0, [1], [1])])

@@ -29,6 +29,7 @@ import zmq
 
 from riverbed import errors
 from riverbed.wire.apis import api_name
+from riverbed.wire.dealer import DEFAULT_HWM, configure_dealer
 from riverbed.wire.framing import (
     REQUEST_TIMED_OUT,
     Response,
@@ -44,10 +45,9 @@ __all__ = ["Channel", "Response"]
 log = logging.getLogger(__name__)
 
 _CORR_MASK = (1 << 64) - 1
-# libzmq queues at most this many messages per connection; the SDK's own in-flight limits
-# (max.in.flight.requests.per.connection) keep far below it. Bounded so a stuck peer cannot
-# grow memory without limit.
-DEFAULT_SNDHWM = 1000
+# libzmq's per-connection queue bound (riverbed.wire.dealer.DEFAULT_HWM, far above the SDK's own
+# in-flight limits).
+DEFAULT_SNDHWM = DEFAULT_HWM
 
 
 def _now_ms() -> float:
@@ -65,13 +65,9 @@ class Channel:
         self.client_id = client_id
         self._ctx = context or zmq.Context.instance()
         sock = self._ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, linger_ms)
-        sock.setsockopt(zmq.IMMEDIATE, 1)
-        sock.setsockopt(zmq.SNDHWM, DEFAULT_SNDHWM)
-        sock.setsockopt(zmq.RCVHWM, DEFAULT_SNDHWM)
-        sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
-        sock.setsockopt(zmq.RECONNECT_IVL, reconnect_ivl_ms)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, reconnect_ivl_max_ms)
+        configure_dealer(sock, max_message_bytes=max_message_bytes, linger_ms=linger_ms,
+                         reconnect_ivl_ms=reconnect_ivl_ms,
+                         reconnect_ivl_max_ms=reconnect_ivl_max_ms)
         sock.connect(endpoint)
         self._sock = sock
         self._poller = zmq.Poller()

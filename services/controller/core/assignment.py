@@ -2,24 +2,25 @@
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
+from riverbed import topic_names
+from riverbed.topic_names import MAX_TOPIC_NAME_LENGTH, TopicNameProblem
+
+_PROBLEM_MESSAGES = {
+    TopicNameProblem.EMPTY: "topic name is empty",
+    TopicNameProblem.DOT_NAME: "topic name cannot be {name!r}",
+    TopicNameProblem.TOO_LONG: f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters",
+    TopicNameProblem.ILLEGAL_CHARACTERS:
+        "topic name may contain only ASCII letters, digits, '.', '_' and '-'",
+}
 
 
 def topic_name_problem(name: str) -> str | None:
-    """None for a legal topic name, else why it is not (answered as INVALID_TOPIC_EXCEPTION)."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL.fullmatch(name):
-        return "topic name may contain only ASCII letters, digits, '.', '_' and '-'"
-    return None
+    """None for a legal topic name (Kafka's rule, riverbed.topic_names), else why it is not
+    (answered as INVALID_TOPIC_EXCEPTION)."""
+    problem = topic_names.topic_name_problem(name)
+    return None if problem is None else _PROBLEM_MESSAGES[problem].format(name=name)
 
 
 def assign_replicas(live_nodes: Sequence[int], num_partitions: int, replication_factor: int,

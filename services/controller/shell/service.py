@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -98,12 +97,11 @@ class ControllerService:
         return await self._loop.run_in_executor(self._zk_exec, lambda: fn(*args, **kw))
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    async def run(self) -> int:
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until `stop` is set (SIGTERM/SIGINT in services.common.service_main); 1 when
+        ZooKeeper or the sockets cannot be reached at start."""
         self._loop = loop = asyncio.get_running_loop()
         cfg = self.cfg
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         try:
             self.client = await self._zk(
                 zkmod.connect, cfg.zookeeper_connect,

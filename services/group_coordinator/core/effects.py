@@ -1,24 +1,12 @@
-"""Outputs of the group coordinator core (what to do). The shell performs them in list order."""
+"""Outputs of the group coordinator core (what to do). The shell performs them in list order.
+
+Both are the sharded roles' shared outputs (services.common.sharded_role): `Reply` answers a
+request with a group_pb2 response, `AppendRecords` writes to a __consumer_offsets shard.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from services.common.sharded_role import AppendRecords, Reply
 
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """Answer request `request_id` with `body` (a group_pb2 response)."""
-    request_id: int
-    body: Any
-
-
-@dataclass(frozen=True, slots=True)
-class AppendRecords:
-    """Append these (key, value|None) records, in order, to __consumer_offsets partition `shard`
-    with acks=all and offsets.commit.timeout.ms; then feed back WriteCompleted(write_id, ...)."""
-    write_id: int
-    shard: int
-    records: tuple[tuple[bytes, bytes | None], ...]
-
+__all__ = ["AppendRecords", "Effect", "Reply"]
 
 Effect = Reply | AppendRecords

@@ -1,9 +1,20 @@
-"""Inputs to the group coordinator core (what happened). Frozen dataclasses; no I/O."""
+"""Inputs to the group coordinator core (what happened). Frozen dataclasses; no I/O.
+
+The shard inputs (ShardLoadStarted/Completed, ShardUnloaded, WriteCompleted) are the sharded
+roles' shared ones, from services.common.sharded_role.
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from services.common.sharded_role import (
+    ShardLoadCompleted, ShardLoadStarted, ShardUnloaded, WriteCompleted,
+)
+
+__all__ = ["Event", "RequestReceived", "ShardLoadCompleted", "ShardLoadStarted", "ShardUnloaded",
+           "TopicMetadataChanged", "WriteCompleted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,33 +24,6 @@ class RequestReceived:
     request_id: int
     body: Any
     client_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ShardLoadStarted:
-    """This instance now owns shard (__consumer_offsets partition) `shard`; the shell reads it
-    from the start and passes each record to `replay`, then sends ShardLoadCompleted."""
-    shard: int
-
-
-@dataclass(frozen=True, slots=True)
-class ShardLoadCompleted:
-    shard: int
-
-
-@dataclass(frozen=True, slots=True)
-class ShardUnloaded:
-    """Ownership of the shard moved elsewhere (or the instance resigns it): forget its groups."""
-    shard: int
-
-
-@dataclass(frozen=True, slots=True)
-class WriteCompleted:
-    """An AppendRecords finished. error_code NONE = every record is durable (acks=all), the
-    first at log offset `base_offset`; anything else = it failed or timed out."""
-    write_id: int
-    error_code: int
-    base_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The group coordinator service: the pure core behind a ROUTER, its shards hosted by ShardHost.
+"""The group coordinator service: the pure core behind a ROUTER, its shards hosted by ShardHost
+(the wiring is services.common.sharded_service, shared with the offset manager).
 
 Requests (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
 FIND_COORDINATOR; normally forwarded by a gateway) become `RequestReceived` inputs; the handler
@@ -12,23 +13,15 @@ by other instances); deadlines are compared against the same clock.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
 import random
-import time
 from collections.abc import Mapping
 
 from riverbed._proto.v1 import group_pb2, header_pb2
-from riverbed.coordinator.offsets_topic import StoredRecord
 from services.common import rpc, znodes
+from services.common.sharded_service import ShardedService, now_ms
 from services.group_coordinator.config import GroupCoordinatorConfig
 from services.group_coordinator.core.coordinator import GroupCoordinatorCore
-from services.group_coordinator.core.effects import AppendRecords, Reply
-from services.group_coordinator.core.events import (
-    RequestReceived, ShardLoadCompleted, ShardLoadStarted, ShardUnloaded, TopicMetadataChanged,
-    WriteCompleted,
-)
-from services.common.shard_host import ShardHost, ShardHostConfig
+from services.group_coordinator.core.events import RequestReceived, TopicMetadataChanged
 
 ApiKey = header_pb2.ApiKey
 TICK_S = 0.1
@@ -36,117 +29,29 @@ TICK_S = 0.1
 # topic created just before the join is assigned in the first generation.
 JOIN_METADATA_WAIT_MS = 2000
 
-log = logging.getLogger(__name__)
 
+class GroupCoordinatorService(ShardedService):
+    apis = (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+            ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.FIND_COORDINATOR)
+    tick_s = TICK_S
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class GroupCoordinatorService:
     def __init__(self, config: GroupCoordinatorConfig, rng: random.Random | None = None):
-        self.config = config
-        self.name = f"group-coordinator-{config.group_coordinator_id}"
-        self.core = GroupCoordinatorCore(config, rng or random.Random())
-        self.host = ShardHost(ShardHostConfig(
-            root=znodes.GROUP_COORDINATORS, instance_id=config.group_coordinator_id,
-            endpoint=config.endpoint, zookeeper_connect=config.zookeeper_connect,
-            zookeeper_session_timeout_ms=config.zookeeper_session_timeout_ms,
-            zookeeper_connection_timeout_ms=config.zookeeper_connection_timeout_ms,
-            num_shards=config.offsets_topic_num_partitions,
-            replication_factor=config.offsets_topic_replication_factor,
-            segment_bytes=config.offsets_topic_segment_bytes,
-            commit_timeout_ms=config.offsets_commit_timeout_ms, required_acks=-1,
-            load_buffer_size=config.offsets_load_buffer_size,
-            request_timeout_ms=config.request_timeout_ms,
-            max_message_bytes=config.socket_request_max_bytes, tail=False), self, name=self.name)
-        self._waiters: dict[int, asyncio.Future] = {}
-        self._next_request_id = 1
-        self._writes: set[asyncio.Task] = set()
-
-    # -- lifecycle ------------------------------------------------------------------------
-    async def run(self, stop: asyncio.Event) -> None:
-        cfg = self.config
-        server = rpc.RpcServer(cfg.endpoint, self._handlers(), name=self.name,
-                               socket_request_max_bytes=cfg.socket_request_max_bytes,
-                               queued_max_requests=cfg.queued_max_requests)
-        try:
-            await self.host.start()
-            async with asyncio.TaskGroup() as tg:
-                tasks = [tg.create_task(server.serve(), name="rpc"),
-                         tg.create_task(self.host.run(), name="shards"),
-                         tg.create_task(self._tick_loop(), name="tick")]
-                log.info("[%s] serving on %s", self.name, server.bound_endpoint)
-                await stop.wait()
-                log.info("[%s] stopping", self.name)
-                for t in tasks:
-                    t.cancel()
-        finally:
-            for t in list(self._writes):
-                t.cancel()
-            await server.close()
-            await self.host.close()
-
-    def _handlers(self) -> dict:
-        return {api: self._request for api in (
-            ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
-            ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.FIND_COORDINATOR)}
-
-    # -- the core's door ------------------------------------------------------------------
-    def _perform(self, effects) -> None:
-        for eff in effects:
-            if isinstance(eff, Reply):
-                fut = self._waiters.get(eff.request_id)
-                if fut is not None and not fut.done():
-                    fut.set_result(eff.body)
-            elif isinstance(eff, AppendRecords):
-                task = asyncio.get_running_loop().create_task(self._write(eff))
-                self._writes.add(task)
-                task.add_done_callback(self._writes.discard)
-            else:
-                raise TypeError(f"unknown effect {eff!r}")
-
-    async def _write(self, eff: AppendRecords) -> None:
-        code, base_offset = await self.host.append(eff.shard, eff.records)
-        self._perform(self.core.handle(WriteCompleted(eff.write_id, code, base_offset), _now_ms()))
+        super().__init__(config, GroupCoordinatorCore(config, rng or random.Random()),
+                         name=f"group-coordinator-{config.group_coordinator_id}",
+                         root=znodes.GROUP_COORDINATORS,
+                         instance_id=config.group_coordinator_id, required_acks=-1, tail=False)
 
     async def _request(self, req: rpc.Request) -> rpc.Reply:
         body = req.body
         if isinstance(body, group_pb2.JoinGroupRequest):
             await self._know_topics(body)
-        rid = self._next_request_id
-        self._next_request_id += 1
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters[rid] = fut
-        try:
-            self._perform(self.core.handle(RequestReceived(rid, body, req.header.client_id), _now_ms()))
-            return rpc.Reply(await fut)
-        finally:
-            self._waiters.pop(rid, None)
+        return await self._call(lambda rid: RequestReceived(rid, body, req.header.client_id))
 
     async def _know_topics(self, body: group_pb2.JoinGroupRequest) -> None:
         wanted = {t for p in body.protocols for t in p.subscription.topics}
         if wanted - set(self.core.topics):
             await self.host.refresh_metadata(JOIN_METADATA_WAIT_MS)
 
-    async def _tick_loop(self) -> None:
-        while True:
-            await asyncio.sleep(TICK_S)
-            self._perform(self.core.tick(_now_ms()))
-            self.core.check_invariants()
-
-    # -- ShardListener (called on the loop by the ShardHost) ------------------------------
-    def shard_load_started(self, shard: int) -> None:
-        self._perform(self.core.handle(ShardLoadStarted(shard), _now_ms()))
-
-    def replay(self, record: StoredRecord) -> None:
-        self.core.replay(record)
-
-    def shard_load_completed(self, shard: int) -> None:
-        self._perform(self.core.handle(ShardLoadCompleted(shard), _now_ms()))
-
-    def shard_unloaded(self, shard: int) -> None:
-        self._perform(self.core.handle(ShardUnloaded(shard), _now_ms()))
-
+    # -- ShardListener --------------------------------------------------------------------
     def topics_changed(self, partition_counts: Mapping[str, int]) -> None:
-        self._perform(self.core.handle(TopicMetadataChanged(dict(partition_counts)), _now_ms()))
+        self._perform(self.core.handle(TopicMetadataChanged(dict(partition_counts)), now_ms()))

@@ -1,23 +1,13 @@
-"""Outputs of the offset manager core (what to do). The shell performs them in list order."""
+"""Outputs of the offset manager core (what to do). The shell performs them in list order.
+
+Both are the sharded roles' shared outputs (services.common.sharded_role): `Reply` answers a
+request with an offset_pb2 response (a commit's after its write completes), `AppendRecords`
+writes to a __consumer_offsets shard.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from services.common.sharded_role import AppendRecords, Reply
 
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    request_id: int
-    body: Any          # an offset_pb2 response
-
-
-@dataclass(frozen=True, slots=True)
-class AppendRecords:
-    """Append (key, value|None) records, in order, to __consumer_offsets partition `shard`,
-    acks=all, offsets.commit.timeout.ms; then feed back WriteCompleted(write_id, ...)."""
-    write_id: int
-    shard: int
-    records: tuple[tuple[bytes, bytes | None], ...]
-
+__all__ = ["AppendRecords", "Effect", "Reply"]
 
 Effect = Reply | AppendRecords

@@ -1,8 +1,21 @@
-"""Inputs to the offset manager core (what happened). Frozen dataclasses; no I/O."""
+"""Inputs to the offset manager core (what happened). Frozen dataclasses; no I/O.
+
+The shard inputs (ShardLoadStarted/Completed, ShardUnloaded, WriteCompleted) are the sharded
+roles' shared ones, from services.common.sharded_role. The offset manager tails its shards, so
+after ShardLoadCompleted the group coordinator's group records keep arriving through `replay`
+(records this core wrote itself are recognised by log offset and skipped).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from services.common.sharded_role import (
+    ShardLoadCompleted, ShardLoadStarted, ShardUnloaded, WriteCompleted,
+)
+
+__all__ = ["Event", "GroupMembershipChanged", "RequestReceived", "ShardLoadCompleted",
+           "ShardLoadStarted", "ShardUnloaded", "WriteCompleted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -11,34 +24,6 @@ class RequestReceived:
     effect names `request_id` (a commit's reply comes after its write completes)."""
     request_id: int
     body: Any
-
-
-@dataclass(frozen=True, slots=True)
-class ShardLoadStarted:
-    """Now owning __consumer_offsets partition `shard`: the shell reads it from the start into
-    `replay`, then sends ShardLoadCompleted. Afterwards it keeps tailing the partition into
-    `replay` so group-metadata records written by the group coordinator arrive (records this
-    core wrote itself are recognised by log offset and skipped)."""
-    shard: int
-
-
-@dataclass(frozen=True, slots=True)
-class ShardLoadCompleted:
-    shard: int
-
-
-@dataclass(frozen=True, slots=True)
-class ShardUnloaded:
-    shard: int
-
-
-@dataclass(frozen=True, slots=True)
-class WriteCompleted:
-    """An AppendRecords finished: NONE = durable with acks=all, the first record at
-    `base_offset`; otherwise the storage error (REQUEST_TIMED_OUT, NOT_LEADER_FOR_PARTITION...)."""
-    write_id: int
-    error_code: int
-    base_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ import asyncio
 import dataclasses
 import itertools
 import logging
-import signal
 import time
 
 from riverbed import errors
@@ -98,17 +97,15 @@ class StorageNode:
         self._watcher = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: asyncio.TaskGroup | None = None
-        self._stop = asyncio.Event()
         self._tick_wake = asyncio.Event()
 
     # =========================================================================================
     # lifecycle
 
-    async def run(self) -> int:
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until `stop` is set (SIGTERM/SIGINT in services.common.service_main)."""
         self._loop = asyncio.get_running_loop()
         cfg = self.cfg
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            self._loop.add_signal_handler(sig, self._stop.set)
         self.logs = log_access.open_logs(cfg)
         log.info("[node %d] opened %d local partition log(s) in %s", cfg.broker_id,
                  len(self.logs.partitions()), cfg.log_dirs)
@@ -129,7 +126,7 @@ class StorageNode:
                 self._tg = tg
                 serve = tg.create_task(self.server.serve())
                 tick = tg.create_task(self._tick_loop())
-                await self._stop.wait()
+                await stop.wait()
                 log.info("[node %d] stopping", cfg.broker_id)
                 self._stopping = True
                 # Still serving: the controller moves leadership away while we answer fetches.

@@ -1,0 +1,144 @@
+"""The shell of a sharded role (group coordinator, offset manager): the role's pure core behind a
+ROUTER, its shards hosted by a ShardHost, a tick task driving the core's timers.
+
+Requests (normally forwarded by a gateway) become the role's `RequestReceived` inputs; the handler
+waits for the `Reply` effect naming its request id. `AppendRecords` effects are written by the
+ShardHost and fed back as `WriteCompleted`. Shard ownership changes become ShardLoad*/
+ShardUnloaded inputs, and every record read from a shard goes to the core's `replay`.
+
+The core sees wall-clock milliseconds (its timestamps are stored in __consumer_offsets and read
+by other instances); deadlines are compared against the same clock.
+
+A role subclasses ShardedService and supplies: its core, the APIs it serves (`apis`), how a
+request becomes its input (`_request`, via `_call`), its tick interval (`tick_s`) and what it
+does with topic metadata (`topics_changed`).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from riverbed.coordinator.offsets_topic import StoredRecord
+from services.common import rpc
+from services.common.shard_host import ShardHost, ShardHostConfig
+from services.common.sharded_role import (
+    AppendRecords, Reply, ShardedRoleConfig, ShardLoadCompleted, ShardLoadStarted, ShardUnloaded,
+    WriteCompleted,
+)
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ShardedService:
+    apis: tuple[int, ...] = ()       # the ApiKeys this role serves, all through `_request`
+    tick_s: float = 1.0              # how often the core's tick runs
+
+    def __init__(self, config: ShardedRoleConfig, core: Any, *, name: str, root: str,
+                 instance_id: int, required_acks: int, tail: bool):
+        """`core` has handle(event, now_ms), tick(now_ms), replay(record), check_invariants();
+        `root` is the role's znode root, `tail` whether owned shards are read past loading."""
+        self.config = config
+        self.name = name
+        self.core = core
+        self.host = ShardHost(ShardHostConfig(
+            root=root, instance_id=instance_id,
+            endpoint=config.endpoint, zookeeper_connect=config.zookeeper_connect,
+            zookeeper_session_timeout_ms=config.zookeeper_session_timeout_ms,
+            zookeeper_connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            num_shards=config.offsets_topic_num_partitions,
+            replication_factor=config.offsets_topic_replication_factor,
+            segment_bytes=config.offsets_topic_segment_bytes,
+            commit_timeout_ms=config.offsets_commit_timeout_ms, required_acks=required_acks,
+            load_buffer_size=config.offsets_load_buffer_size,
+            request_timeout_ms=config.request_timeout_ms,
+            max_message_bytes=config.socket_request_max_bytes, tail=tail), self, name=name)
+        self._waiters: dict[int, asyncio.Future] = {}
+        self._next_request_id = 1
+        self._writes: set[asyncio.Task] = set()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        server = rpc.RpcServer(cfg.endpoint, {api: self._request for api in self.apis},
+                               name=self.name,
+                               socket_request_max_bytes=cfg.socket_request_max_bytes,
+                               queued_max_requests=cfg.queued_max_requests)
+        try:
+            await self.host.start()
+            async with asyncio.TaskGroup() as tg:
+                tasks = [tg.create_task(server.serve(), name="rpc"),
+                         tg.create_task(self.host.run(), name="shards"),
+                         tg.create_task(self._tick_loop(), name="tick")]
+                log.info("[%s] serving on %s", self.name, server.bound_endpoint)
+                await stop.wait()
+                log.info("[%s] stopping", self.name)
+                for t in tasks:
+                    t.cancel()
+        finally:
+            for t in list(self._writes):
+                t.cancel()
+            await server.close()
+            await self.host.close()
+
+    # -- the core's door ------------------------------------------------------------------
+    def _perform(self, effects) -> None:
+        for eff in effects:
+            if isinstance(eff, Reply):
+                fut = self._waiters.get(eff.request_id)
+                if fut is not None and not fut.done():
+                    fut.set_result(eff.body)
+            elif isinstance(eff, AppendRecords):
+                task = asyncio.get_running_loop().create_task(self._write(eff))
+                self._writes.add(task)
+                task.add_done_callback(self._writes.discard)
+            else:
+                raise TypeError(f"unknown effect {eff!r}")
+
+    async def _write(self, eff: AppendRecords) -> None:
+        code, base_offset = await self.host.append(eff.shard, eff.records)
+        self._perform(self.core.handle(WriteCompleted(eff.write_id, code, base_offset), now_ms()))
+
+    async def _request(self, req: rpc.Request) -> rpc.Reply:
+        """The role's handler for every API in `apis`: turn `req` into its input with `_call`."""
+        raise NotImplementedError
+
+    async def _call(self, make_input: Callable[[int], Any]) -> rpc.Reply:
+        """Hand the core `make_input(request_id)` and wait for the Reply naming that id."""
+        rid = self._next_request_id
+        self._next_request_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[rid] = fut
+        try:
+            self._perform(self.core.handle(make_input(rid), now_ms()))
+            return rpc.Reply(await fut)
+        finally:
+            self._waiters.pop(rid, None)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_s)
+            self._perform(self.core.tick(now_ms()))
+            self.core.check_invariants()
+
+    # -- ShardListener (called on the loop by the ShardHost) ------------------------------
+    def shard_load_started(self, shard: int) -> None:
+        self._perform(self.core.handle(ShardLoadStarted(shard), now_ms()))
+
+    def replay(self, record: StoredRecord) -> None:
+        self.core.replay(record)
+
+    def shard_load_completed(self, shard: int) -> None:
+        self._perform(self.core.handle(ShardLoadCompleted(shard), now_ms()))
+
+    def shard_unloaded(self, shard: int) -> None:
+        self._perform(self.core.handle(ShardUnloaded(shard), now_ms()))
+
+    def topics_changed(self, partition_counts: Mapping[str, int]) -> None:
+        raise NotImplementedError
