@@ -20,6 +20,8 @@ from typing import Callable
 from riverbed import errors
 from riverbed.records import HEADER_SIZE, BatchHeader, decompress, validate_batch
 from riverbed.records.codec import LOOP_AFTER_MISS, MAX_MISSES, RUN_MAX, RUN_MIN, uniform_run
+from riverbed.records.codec import decode_headers as _decode_headers
+from riverbed.records.codec import read_uvarint as _read_uvarint
 from riverbed.records.header import COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, \
     TIMESTAMP_TYPE_MASK
 from riverbed.structs import ConsumerRecord, TopicPartition
@@ -27,22 +29,6 @@ from riverbed.structs import ConsumerRecord, TopicPartition
 __all__ = ["CompletedFetch", "decode_records"]
 
 _tuple_new = tuple.__new__
-
-
-def _read_uvarint(data, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            if result >> 64:
-                raise errors.CorruptMessageError(f"varint overflows 64 bits at position {pos}")
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise errors.CorruptMessageError(f"varint longer than 10 bytes at position {pos}")
 
 
 def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
@@ -183,37 +169,6 @@ def _decode_loop(data, pos, count, base_offset, base_timestamp, log_append_time,
             raise corrupt(f"record ends at {pos}, its length says {end}")
         append(new(CR, (topic, partition, offset, ts, key, value, headers)))
     return pos
-
-
-def _varint(data, pos):
-    b, pos = _read_uvarint(data, pos)
-    return (b >> 1) ^ -(b & 1), pos
-
-
-def _decode_headers(data, pos: int, end: int):
-    corrupt = errors.CorruptMessageError
-    n, pos = _varint(data, pos)
-    if n < 0 or n > end - pos:
-        raise corrupt(f"header count {n}")
-    out = []
-    for _ in range(n):
-        k, pos = _varint(data, pos)
-        if k < 0 or pos + k > end:
-            raise corrupt(f"header key length {k}")
-        hkey = data[pos:pos + k].decode("utf-8")
-        pos += k
-        v, pos = _varint(data, pos)
-        if v >= 0:
-            if pos + v > end:
-                raise corrupt(f"header value length {v}")
-            hval = data[pos:pos + v]
-            pos += v
-        elif v == -1:
-            hval = None
-        else:
-            raise corrupt(f"header value length {v}")
-        out.append((hkey, hval))
-    return tuple(out), pos
 
 
 class CompletedFetch:

@@ -165,6 +165,40 @@ def _read_uvarint(data, pos: int) -> tuple[int, int]:
             raise errors.CorruptMessageError(f"varint longer than 10 bytes at position {pos}")
 
 
+read_uvarint = _read_uvarint       # shared with the consumer's decoder (riverbed.fetcher)
+
+
+def decode_headers(data, pos: int, record_end: int) -> tuple[tuple, int]:
+    """A record's headers (count varint at `pos`, all within `record_end`) and the position after
+    them. Raises CorruptMessageError on negative or overlong counts and lengths; IndexError on
+    truncation is turned into CORRUPT by callers. Both record decoders use it."""
+    corrupt = errors.CorruptMessageError
+    n, pos = _read_varint(data, pos)
+    if n < 0:
+        raise corrupt(f"header count {n}")
+    if n > record_end - pos:
+        raise corrupt(f"header count {n} exceeds the record")
+    header_list = []
+    for _h in range(n):
+        n, pos = _read_varint(data, pos)
+        if n < 0 or pos + n > record_end:
+            raise corrupt(f"header key length {n}")
+        header_key = data[pos:pos + n].decode("utf-8")
+        pos += n
+        n, pos = _read_varint(data, pos)
+        if n >= 0:
+            if pos + n > record_end:
+                raise corrupt(f"header value length {n}")
+            header_value = data[pos:pos + n]
+            pos += n
+        elif n == -1:
+            header_value = None
+        else:
+            raise corrupt(f"header value length {n}")
+        header_list.append((header_key, header_value))
+    return tuple(header_list), pos
+
+
 # ---------------------------------------------------------------------------------------------
 # Decoding fast path: runs of records with one layout, unpacked by struct (C) column by column
 #
@@ -737,7 +771,6 @@ MAX_MISSES = 4               # then the loop decodes the rest of the batch
 def _decode_loop(data: bytes, pos: int, count: int, base_offset: int, base_timestamp: int,
                  log_append_time: int | None, out: list) -> int:
     # Hot loop: one- and two-byte varints are decoded inline; IndexError means truncation.
-    read_varint = _read_varint
     read_uvarint = _read_uvarint
     corrupt = errors.CorruptMessageError
     make = Record
@@ -827,30 +860,7 @@ def _decode_loop(data: bytes, pos: int, count: int, base_offset: int, base_times
             pos += 1
             headers = ()
         else:
-            n, pos = read_varint(data, pos)
-            if n < 0:
-                raise corrupt(f"header count {n}")
-            if n > record_end - pos:
-                raise corrupt(f"header count {n} exceeds the record")
-            header_list = []
-            for _h in range(n):
-                n, pos = read_varint(data, pos)
-                if n < 0 or pos + n > record_end:
-                    raise corrupt(f"header key length {n}")
-                header_key = data[pos:pos + n].decode("utf-8")
-                pos += n
-                n, pos = read_varint(data, pos)
-                if n >= 0:
-                    if pos + n > record_end:
-                        raise corrupt(f"header value length {n}")
-                    header_value = data[pos:pos + n]
-                    pos += n
-                elif n == -1:
-                    header_value = None
-                else:
-                    raise corrupt(f"header value length {n}")
-                header_list.append((header_key, header_value))
-            headers = tuple(header_list)
+            headers, pos = decode_headers(data, pos, record_end)
         if pos != record_end:
             raise corrupt(f"record ends at {pos}, its length says {record_end}")
         append(make(base_offset + offset_delta,
