@@ -135,20 +135,33 @@ class RecordAccumulator:
     # -- app side ---------------------------------------------------------------------------
     def try_append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers):
         """The hot path: append to the partition's open batch, or None when a new batch is
-        needed (then call append()). No clock read, no allocation but the record's handle."""
-        with self._lock:
+        needed (then call append()). No clock read, no allocation but the record's handle.
+        The sender's wake pipe is written after the lock is released."""
+        lock = self._lock
+        lock.acquire()
+        try:
             dq = self._batches.get(tp)
-            if dq:
-                last = dq[-1]
-                if not last.full:
-                    if last.builder.append(timestamp_ms, key, value, headers):
-                        index = last.record_count
-                        last.record_count = index + 1
-                        if self.linger_ms <= 0 or len(dq) > 1:
-                            self._wake()        # it may be sendable now
-                        return FutureRecordMetadata(last.result, index, timestamp_ms)
-                    last.full = True
-        return None
+            if not dq:
+                return None
+            last = dq[-1]
+            if last.full:
+                return None
+            if not last.builder.append(timestamp_ms, key, value, headers):
+                last.full = True
+                return None
+            index = last.record_count
+            last.record_count = index + 1
+            fut = FutureRecordMetadata(last.result, index, timestamp_ms)
+            if self.linger_ms > 0 and len(dq) == 1:
+                return fut
+            self._ready_seq += 1                # it may be sendable now
+            if not self.sender_sleeping or self._on_ready is None:
+                return fut
+            self.sender_sleeping = False
+        finally:
+            lock.release()
+        self._on_ready()
+        return fut
 
     def append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers=(), *,
                now_ms: float | None = None, max_block_ms: float = 0,
@@ -419,6 +432,19 @@ class RecordAccumulator:
         with self._lock:
             self._muted.discard(tp)
             self._ready_seq += 1
+
+    def deallocate_many(self, batches: Sequence[ProducerBatch]) -> None:
+        """deallocate() for several batches under one lock hold (one answer's batches)."""
+        with self._lock:
+            incomplete = self._incomplete
+            freed = 0
+            for batch in batches:
+                if batch in incomplete:
+                    incomplete.discard(batch)
+                    freed += batch.reserved
+            self._used -= freed
+            if freed and self._waiting_for_memory:
+                self._cond.notify_all()
 
     def deallocate(self, batch: ProducerBatch) -> None:
         """A batch completed (either way): free its memory and wake blocked appenders/flushes."""

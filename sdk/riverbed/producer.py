@@ -154,6 +154,10 @@ class Producer:
                               delivery_timeout_ms=delivery_timeout_ms,
                               idempotence=self._idempotence)
         self._accumulator._on_ready = self._sender.wakeup
+        # send()'s inlined hot path reads these directly (never rebound)
+        self._acc_lock = self._accumulator._lock
+        self._acc_batches = self._accumulator._batches
+        self._linger_zero = linger_ms <= 0
         self._metadata = self._conn.metadata
         # topic -> its TopicPartitions (no tuple built per record); cleared on metadata updates
         self._tp_cache: dict[str, list[TopicPartition]] = {}
@@ -188,19 +192,41 @@ class Producer:
                 if timestamp_ms is None:
                     timestamp_ms = _time_ns() // 1_000_000
                 tp = tps[partition]
+                # RecordAccumulator.try_append, inlined: one lock hold (acquire/release, cheaper
+                # than `with`), the wake bookkeeping inline, and the wake pipe written after the
+                # lock is released (os.write drops the GIL: never while holding the lock).
                 acc = self._accumulator
-                with acc._lock:     # RecordAccumulator.try_append, inlined
-                    dq = acc._batches.get(tp)
+                lock = self._acc_lock
+                lock.acquire()
+                try:
+                    dq = self._acc_batches.get(tp)
                     if dq:
                         last = dq[-1]
                         if not last.full:
                             if last.builder.append(timestamp_ms, key, value, ()):
                                 index = last.record_count
                                 last.record_count = index + 1
-                                if acc.linger_ms <= 0 or len(dq) > 1:
-                                    acc._wake()     # it may be sendable now
-                                return FutureRecordMetadata(last.result, index, timestamp_ms)
-                            last.full = True
+                                wake = False
+                                if self._linger_zero or len(dq) > 1:   # it may be sendable now
+                                    acc._ready_seq += 1
+                                    if acc.sender_sleeping:
+                                        acc.sender_sleeping = False
+                                        wake = True
+                                fut = FutureRecordMetadata(last.result, index, timestamp_ms)
+                                if not wake:
+                                    return fut
+                            else:
+                                last.full = True
+                                fut = None
+                        else:
+                            fut = None
+                    else:
+                        fut = None
+                finally:
+                    lock.release()
+                if fut is not None:
+                    self._sender.wakeup()
+                    return fut
                 return acc.append(tp, timestamp_ms, key, value, (),
                                   max_block_ms=self._max_block_ms)
         return self._send(topic, value, key, partition, headers, timestamp_ms)

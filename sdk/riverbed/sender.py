@@ -42,6 +42,10 @@ _DUPLICATE = errors.ErrorCode.Value("DUPLICATE_SEQUENCE_NUMBER")
 _NO_IDEMPOTENCE = (errors.InvalidRequestError, errors.UnsupportedVersionError)
 
 
+# Sub-millisecond waits (zmq_poll has millisecond resolution) sleep in slices of at most this.
+_SLICE_MS = 0.2
+
+
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
@@ -297,9 +301,21 @@ class Sender:
                     # With every request slot taken only an answer can let us send: appends
                     # need not wake us (saves a pipe write and a GIL hand-off per append).
                     acc.sender_sleeping = can_send
-            events = dict(self._poller.poll(int(timeout + 0.999)))
-            with acc._lock:
-                acc.sender_sleeping = False
+            if timeout >= 1:
+                # zmq_poll counts whole milliseconds: round down (a linger deadline is not
+                # overshot by up to 1 ms); the sub-millisecond rest is slept below next time.
+                events = dict(self._poller.poll(int(timeout)))
+            elif timeout > 0:
+                # Less than 1 ms to a deadline (linger, backoff): a short sleep in slices of
+                # at most _SLICE_MS, then look at the sockets without waiting. An answer or
+                # a wakeup arriving meanwhile waits at most one slice.
+                time.sleep(min(timeout, _SLICE_MS) / 1000.0)
+                events = dict(self._poller.poll(0))
+            else:
+                events = dict(self._poller.poll(0))
+            # No lock needed: a plain store (an appender that saw the flag set just writes one
+            # more byte to the wake pipe, drained on the next wakeup).
+            acc.sender_sleeping = False
             if events.get(self._wake_r):
                 try:
                     while os.read(self._wake_r, 4096):
@@ -344,6 +360,10 @@ class Sender:
         next_offset: dict[tuple[str, int], int] = {}
         idem = self.idempotence
         sequenced = idem is not None and idem.ready
+        # Acknowledged batches: bookkeeping in order here; their memory is freed under one
+        # accumulator lock hold (not one per batch: the appending threads hold that lock
+        # most of the time) and then their results complete (callbacks run), in order.
+        acked: list[tuple[ProducerBatch, int, int]] = []
         for b in entry.batches:
             key = (b.tp.topic, b.tp.partition)
             p = answers.get(key)
@@ -357,7 +377,11 @@ class Sender:
                 # DUPLICATE_SEQUENCE_NUMBER: the broker has this batch already; base_offset is
                 # where it was written (several batches in one frame: consecutive offsets).
                 base = next_offset.get(key, p.base_offset)
-                self._complete(b, base, p.log_append_time_ms)
+                if self.acc.guarantee_order:
+                    self.acc.unmute(b.tp)
+                if idem is not None and b.base_sequence >= 0:
+                    idem.completed(b)
+                acked.append((b, base, p.log_append_time_ms))
                 next_offset[key] = base + b.record_count if base >= 0 else -1
                 continue
             err = errors.for_code(code, p.error_message, topic=b.tp.topic,
@@ -373,6 +397,11 @@ class Sender:
                     self._retry_or_fail(b, err, now, force_retriable=True)
                     continue
             self._retry_or_fail(b, err, now)
+        if acked:
+            self.acc.deallocate_many([a[0] for a in acked])
+            for b, base, append_time in acked:
+                if not b.result.is_done:
+                    b.result.complete(base, append_time)
 
     def _fail_in_flight_retriable(self, code: int, msg: str) -> None:
         entries, self.in_flight = list(self.in_flight.values()), {}

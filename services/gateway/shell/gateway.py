@@ -355,13 +355,20 @@ class Gateway:
             # Created through another gateway, or more partitions: ask before failing them.
             await self._wait_refresh(timeout // 2)
             plan = split(api, body, req.payloads, self.cache)
+        subs = plan.sub_requests
         if not plan.expects_response:
-            await asyncio.gather(*(self._send_oneway(api, sub, timeout)
-                                   for sub in plan.sub_requests))
+            if len(subs) == 1:
+                await self._send_oneway(api, subs[0], timeout)
+            else:
+                await asyncio.gather(*(self._send_oneway(api, sub, timeout) for sub in subs))
             return None
-        results = await asyncio.gather(*(self._forward(api, sub, timeout)
-                                         for sub in plan.sub_requests))
-        merged = merge(plan, {sub.node_id: r for sub, r in zip(plan.sub_requests, results)})
+        if len(subs) == 1:
+            # One leader (the common case): await it in this task. gather() would wrap the
+            # call in a task of its own: a task, a future and extra event-loop turns per hop.
+            results = [await self._forward(api, subs[0], timeout)]
+        else:
+            results = await asyncio.gather(*(self._forward(api, sub, timeout) for sub in subs))
+        merged = merge(plan, {sub.node_id: r for sub, r in zip(subs, results)})
         if merged.refresh_metadata:
             self._ensure_refresh()
         return rpc.Reply(merged.body, merged.payloads)

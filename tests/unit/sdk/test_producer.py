@@ -312,3 +312,63 @@ def test_producer_end_to_end_with_fake_channel(monkeypatch):
         assert sum(len(v) for v in log.logs.values()) == 800
     finally:
         pair.close(0)
+
+
+def test_deallocate_many_frees_every_batch_once_and_unblocks_append():
+    a = acc(batch_size=100, buffer_memory=250)
+    a.append(TP0, 1, None, b"a", (), now_ms=0)
+    a.append(TP1, 1, None, b"a", (), now_ms=0)
+    batches = a.drain([TP0, TP1], 10_000, 0)
+    assert len(batches) == 2 and a.memory_used == 200
+    threading.Timer(0.05, lambda: a.deallocate_many(batches + batches)).start()
+    assert a.append(TopicPartition("t", 2), 1, None, b"a", (), now_ms=0,
+                    max_block_ms=5000) is not None
+    assert a.memory_used == 100                      # each batch freed once
+
+
+def test_try_append_wakes_a_sleeping_sender_outside_the_lock():
+    seen = []
+    a = acc(linger_ms=0)
+    a._on_ready = lambda: seen.append(a._lock.locked())
+    a.append(TP0, 1, None, b"a", (), now_ms=0)
+    seen.clear()
+    a.sender_sleeping = True
+    assert a.try_append(TP0, 1, None, b"b", ()) is not None
+    assert seen == [False] and a.sender_sleeping is False    # woken once, lock not held
+    assert a.try_append(TP0, 1, None, b"c", ()) is not None
+    assert seen == [False]                                    # not sleeping: no wake
+
+
+def test_try_append_with_linger_does_not_wake_for_a_lone_open_batch():
+    seen = []
+    a = acc(linger_ms=1000)
+    a._on_ready = lambda: seen.append(True)
+    a.append(TP0, 1, None, b"a", (), now_ms=0)
+    seen.clear()
+    a.sender_sleeping = True
+    assert a.try_append(TP0, 1, None, b"b", ()) is not None
+    assert seen == [] and a.sender_sleeping is True
+
+
+@pytest.mark.parametrize("linger_ms", [0, 0.5, 3])
+def test_hot_path_sends_in_order_with_sub_millisecond_and_longer_linger(monkeypatch, linger_ms):
+    # send()'s inlined append (explicit partition, bytes) and the sender's waits: whole
+    # milliseconds rounded down, sub-millisecond rests slept in slices.
+    import zmq
+
+    from riverbed.producer import Producer
+    from sdk_fakes import FakeChannel
+    log = ProduceLog()
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(2), ApiKey.PRODUCE: log})
+    pair = zmq.Context.instance().socket(zmq.PAIR)
+    monkeypatch.setattr(FakeChannel, "socket", pair, raising=False)
+    try:
+        with Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory, batch_size=300,
+                      linger_ms=linger_ms) as p:
+            p.partitions_for("t")
+            futs = [p.send("t", b"r%d" % i, partition=1) for i in range(200)]
+            mds = [f.result(timeout=10) for f in futs]
+        assert [md.offset for md in mds] == list(range(200))
+        assert [log.logs[("t", 1)][md.offset] for md in mds] == [b"r%d" % i for i in range(200)]
+    finally:
+        pair.close(0)
