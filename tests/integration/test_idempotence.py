@@ -24,7 +24,7 @@ from riverbed.records import build_batch
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.client import Channel
 
-from deploy.process import spawn, stop_all
+from deploy.process import port_accepts, spawn, stop_all
 from services.common import znodes
 
 pytestmark = pytest.mark.integration
@@ -113,6 +113,8 @@ def test_init_producer_id_from_the_active_controller(tmp_path, zk_chroot, zk, fr
         assert block.block_start <= first.producer_id <= block.block_end
         assert block.block_start <= second.producer_id <= block.block_end
 
+        # The standby was spawned without waiting: under load it may still be importing.
+        wait_until(lambda: port_accepts("127.0.0.1", ports[standby]), "the standby's port")
         with Channel(f"tcp://127.0.0.1:{ports[standby]}") as s:
             with pytest.raises(errors.NotControllerError):
                 init_producer_id(s)

@@ -37,6 +37,9 @@ class Admission:
     error_message: str = ""
     batch_count: int = 0
     record_count: int = 0
+    # The payload's batch headers, CRC-checked by validate_batches: the append does not check
+    # them again (PartitionLog.append(validated=...)).
+    headers: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -107,4 +110,5 @@ def admit_partition(replicas: ReplicaManager, tp: TopicPartition, payload,
         headers = validate_batches(payload, max_size=max_batch_size)
     except errors.KafkaError as e:
         return Admission(tp, e.code, e.message)
-    return Admission(tp, NONE, "", len(headers), sum(h.records_count for h in headers))
+    return Admission(tp, NONE, "", len(headers), sum(h.records_count for h in headers),
+                     tuple(headers))

@@ -223,7 +223,7 @@ class PartitionLog:
 
     # ---- append ----------------------------------------------------------------------------
     def append(self, payload, *, now_ms: int, leader_epoch: int | None = None,
-               assign_offsets: bool = True) -> AppendInfo:
+               assign_offsets: bool = True, validated: list | None = None) -> AppendInfo:
         """Append a produce payload of whole v2 batches.
 
         The whole payload is validated first (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
@@ -231,9 +231,21 @@ class PartitionLog:
         As leader (`assign_offsets`), each batch's base offset is set from the log end offset and
         its partition leader epoch to `leader_epoch` (both outside the CRC). As replica, the
         batches' offsets are kept and must not go backwards.
+
+        `validated`: the payload's headers exactly as `riverbed.records.validate_batches`
+        returned them for this payload (the produce path validates on admission): lengths,
+        magic and CRCs are then not checked again; this log's max.message.bytes still is.
         """
         cfg = self.config
-        headers = rec.validate_batches(payload, max_size=cfg.max_message_bytes)
+        if validated is None:
+            headers = rec.validate_batches(payload, max_size=cfg.max_message_bytes)
+        else:
+            headers = validated
+            for h in headers:
+                if h.size > cfg.max_message_bytes:
+                    raise errors.MessageTooLargeError(
+                        f"batch of {h.size} bytes exceeds max.message.bytes "
+                        f"{cfg.max_message_bytes}", topic=self.topic, partition=self.partition)
         if cfg.compact:
             self._check_keys(payload, headers)
         with self._lock:

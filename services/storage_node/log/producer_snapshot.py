@@ -260,15 +260,17 @@ class ProducerStateStore:
 
     # ---- appends ------------------------------------------------------------------------
     def append_as_leader(self, payload, headers: list[BatchHeader], *, now_ms: int,
-                         leader_epoch: int):
+                         leader_epoch: int, validated: bool = False):
         """Check, append, apply. `headers` are the payload's (e.g. from
-        `riverbed.records.iter_batches`). Returns (Decision, AppendInfo | None); the log is
-        touched only for Verdict.APPEND. Errors of PartitionLog.append propagate, state unchanged."""
+        `riverbed.records.iter_batches`); with `validated` they came from
+        `riverbed.records.validate_batches` over this payload and the log does not check the
+        CRCs again. Returns (Decision, AppendInfo | None); the log is touched only for
+        Verdict.APPEND. Errors of PartitionLog.append propagate, state unchanged."""
         decision = self.state.check_and_prepare(headers)
         if not decision.ok:
             return decision, None
         info = self._append(payload, now_ms=now_ms, leader_epoch=leader_epoch,
-                            assign_offsets=True)
+                            assign_offsets=True, validated=headers if validated else None)
         self.state.on_appended(with_assigned_offsets(headers, info.first_offset,
                                                      info.log_append_time_ms))
         return decision, info

@@ -172,14 +172,20 @@ def headers_of(payload) -> list[BatchHeader]:
     return [h for _, h in iter_batches(payload)]
 
 
-def append_as_leader(store: ProducerStateStore, payload,
-                     leader_epoch: int) -> tuple[Decision, int, int]:
+def append_as_leader(store: ProducerStateStore, payload, leader_epoch: int,
+                     validated: tuple | None = None) -> tuple[Decision, int, int]:
     """Check the payload's idempotent batches against the producer state, then append (assign
     offsets, stamp the leader epoch) and apply. Returns (decision, first offset, last offset):
     for APPEND the offsets written; for DUPLICATE the offsets of the batch(es) already in the
-    log (nothing appended); for REFUSE -1, -1 (nothing appended)."""
-    decision, info = store.append_as_leader(payload, headers_of(payload), now_ms=_now_ms(),
-                                            leader_epoch=leader_epoch)
+    log (nothing appended); for REFUSE -1, -1 (nothing appended). `validated`: the payload's
+    headers as produce admission's validate_batches returned them (the CRCs are then not
+    checked a second time)."""
+    if validated:
+        decision, info = store.append_as_leader(payload, list(validated), now_ms=_now_ms(),
+                                                leader_epoch=leader_epoch, validated=True)
+    else:
+        decision, info = store.append_as_leader(payload, headers_of(payload), now_ms=_now_ms(),
+                                                leader_epoch=leader_epoch)
     if info is not None:
         return decision, info.first_offset, info.last_offset
     return decision, decision.first_offset, decision.last_offset

@@ -317,7 +317,7 @@ class StorageNode:
             plog = self.logs.get(tp)
             try:
                 decision, first, last = log_access.append_as_leader(
-                    self.logs.store(tp), payload, replica.leader_epoch)
+                    self.logs.store(tp), payload, replica.leader_epoch, adm.headers)
             except errors.KafkaError as e:
                 results[tp] = [e.code, e.message, -1, -1]
                 continue

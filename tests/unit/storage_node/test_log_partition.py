@@ -211,3 +211,26 @@ def test_leader_epoch_checkpoint_file(tmp_path):
     assert plog.end_offset_for_epoch(3) == (3, 2)
     plog.close()
     assert open_log(tmp_path / "t-0").epochs.entries == [(1, 0), (3, 1)]
+
+
+def test_prevalidated_append_writes_what_a_validating_append_writes(tmp_path):
+    from riverbed.records import validate_batches
+    payloads = [b"".join(batch([bytes([i]) * (10 + j)] * 3) for j in range(i % 3 + 1))
+                for i in range(12)]
+    a = open_log(tmp_path / "a-0", config(segment_bytes=700))
+    b = open_log(tmp_path / "b-0", config(segment_bytes=700))
+    for raw in payloads:
+        ia = a.append(raw, now_ms=0, leader_epoch=1)
+        ib = b.append(raw, now_ms=0, leader_epoch=1, validated=validate_batches(raw))
+        assert ia == ib
+    assert read_all(a) == read_all(b)
+    assert [s.base_offset for s in a.segments] == [s.base_offset for s in b.segments]
+
+
+def test_prevalidated_append_still_enforces_this_logs_max_message_bytes(tmp_path):
+    from riverbed.records import validate_batches
+    plog = open_log(tmp_path / "t-0", config(max_message_bytes=300))
+    big = batch([b"x" * 400])
+    with pytest.raises(errors.MessageTooLargeError):
+        plog.append(big, now_ms=0, leader_epoch=0, validated=validate_batches(big))
+    assert plog.log_end_offset == 0 and read_all(plog) == b""
