@@ -24,6 +24,7 @@ is full) is dropped, counted in `statistics().replies_dropped` and logged at DEB
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import random
@@ -105,6 +106,13 @@ class RpcServer:
 
     The socket is bound in the constructor so `bound_endpoint` is known at once (port 0 or
     "tcp://127.0.0.1:*" pick a free port); `serve()` reads requests until cancelled.
+
+    I/O: a plain (not zmq.asyncio) socket whose ZMQ_FD is watched with loop.add_reader; the
+    reader drains every waiting request (NOBLOCK) and starts one task per request, and replies
+    are sent NOBLOCK at once — no future per message. ZMQ_FD is edge-triggered (it signals
+    libzmq commands, not readable messages), so after any send the reader is run again once
+    (call_soon) and after it stopped at queued_max_requests a finishing handler restarts it:
+    no request is left unread without a new edge.
     """
 
     def __init__(self, endpoint: str, handlers: dict[int, Handler], *, name: str,
@@ -119,7 +127,7 @@ class RpcServer:
         self._max_bytes = socket_request_max_bytes
         self._queued_max_requests = queued_max_requests
         ctx = context or zmq.asyncio.Context.instance()
-        sock = ctx.socket(zmq.ROUTER)
+        sock = ctx.socket(zmq.ROUTER, socket_class=zmq.Socket)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         sock.setsockopt(zmq.MAXMSGSIZE, socket_request_max_bytes)
@@ -131,10 +139,13 @@ class RpcServer:
             sock.close(linger=0)
             raise
         self._sock = sock
+        self._fd = sock.getsockopt(zmq.FD)
         self.bound_endpoint: str = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self._tracer = trace.get_tracer("riverbed.rpc", tracer_provider=tracer_provider)
-        self._slots: asyncio.Semaphore | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None   # set while serving
+        self._stopped: asyncio.Future | None = None
+        self._drain_scheduled = False
         self._closed = False
         self._received = 0
         self._sent = 0
@@ -151,36 +162,70 @@ class RpcServer:
         Each request is handled in its own task; at most queued_max_requests at once."""
         if self._closed:
             raise RuntimeError(f"{self.name}: server is closed")
-        self._slots = slots = asyncio.Semaphore(self._queued_max_requests)
+        if self._loop is not None:
+            raise RuntimeError(f"{self.name}: already serving")
+        loop = asyncio.get_running_loop()
+        self._stopped = stopped = loop.create_future()
+        self._loop = loop
         log.info("[%s] serving on %s", self.name, self.bound_endpoint)
-        sock = self._sock
+        loop.add_reader(self._fd, self._drain)
+        self._drain_scheduled = False
+        self._schedule_drain()      # requests may already wait without a new edge
         try:
-            while True:
-                await slots.acquire()
-                try:
-                    frames = await sock.recv_multipart(copy=False)
-                except BaseException:
-                    slots.release()
-                    raise
-                self._received += 1
-                task = asyncio.create_task(self._handle(frames))
-                self._tasks.add(task)
-                task.add_done_callback(self._task_done)
+            await stopped
         except (zmq.ZMQError, asyncio.CancelledError) as e:
-            # close() from another task closes the socket under the pending recv: return
-            # normally then; a real cancellation (or an error while open) propagates.
             if not self._closed or (isinstance(e, asyncio.CancelledError)
                                     and asyncio.current_task().cancelling()):
                 raise
             log.debug("[%s] socket closed: %r", self.name, e)
         finally:
+            self._unwatch()
             for t in list(self._tasks):
                 t.cancel()
 
+    def _unwatch(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._fd)
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled and self._loop is not None:
+            self._drain_scheduled = True
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        """Read every waiting request (up to queued_max_requests in flight), one task each."""
+        self._drain_scheduled = False
+        loop = self._loop
+        if loop is None or self._closed:
+            return
+        tasks = self._tasks
+        limit = self._queued_max_requests
+        recv = self._sock.recv_multipart
+        handle = self._handle
+        done = self._task_done
+        try:
+            while len(tasks) < limit:
+                try:
+                    frames = recv(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    return
+                self._received += 1
+                task = loop.create_task(handle(frames))
+                tasks.add(task)
+                task.add_done_callback(done)
+        except zmq.ZMQError as e:
+            stopped = self._stopped
+            if stopped is not None and not stopped.done():
+                stopped.set_exception(e)
+            self._unwatch()
+        # at the limit: requests stay queued in libzmq (backpressure); _task_done reads on
+
     def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if self._slots is not None:
-            self._slots.release()
+        tasks = self._tasks
+        tasks.discard(task)
+        if len(tasks) == self._queued_max_requests - 1:
+            self._schedule_drain()      # the reader may have stopped at the limit
 
     async def _handle(self, frames: list) -> None:
         identity = frames[0]
@@ -246,31 +291,33 @@ class RpcServer:
         if self._closed:
             return
         frames.insert(0, identity)
-        # NOBLOCK: the future resolves at once; never waits on a slow or vanished client.
-        fut = self._sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
-        if fut.done():
-            self._send_done(fut)
-        else:
-            fut.add_done_callback(self._send_done)
-
-    def _send_done(self, fut: asyncio.Future) -> None:
-        exc = None if fut.cancelled() else fut.exception()
-        if exc is None:
-            self._sent += 1
-        else:
+        # NOBLOCK: never waits on a slow or vanished client (ROUTER_MANDATORY: EHOSTUNREACH
+        # for a client that is gone, EAGAIN for one whose queue is full). Frames under
+        # zmq.COPY_THRESHOLD are copied by pyzmq, larger ones go zero-copy.
+        try:
+            self._sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError as e:
             self._dropped += 1
-            log.debug("[%s] reply dropped (%s): client gone or not reading", self.name, exc)
+            log.debug("[%s] reply dropped (%s): client gone or not reading", self.name, e)
+        else:
+            self._sent += 1
+        # the send may have consumed the edge of a request that arrived meanwhile
+        self._schedule_drain()
 
     async def close(self) -> None:
         """Cancel in-flight handlers and close the socket (unsent replies are discarded)."""
         if self._closed:
             return
         self._closed = True
+        stopped = self._stopped
+        if stopped is not None and not stopped.done():
+            stopped.set_result(None)
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._unwatch()
         self._sock.close(linger=0)
 
 
@@ -291,9 +338,14 @@ def _peek_header(msg: list) -> tuple[int, int]:
 
 class AsyncChannel:
     """A DEALER to one endpoint; many concurrent calls pipelined on one socket and matched by
-    correlation id through one reader task. Same socket choices as riverbed.wire.Channel
-    (ZMQ_IMMEDIATE: nothing queues for a peer that is down; sends wait for a connection within
-    the request's timeout)."""
+    correlation id. Same socket choices as riverbed.wire.Channel (ZMQ_IMMEDIATE: nothing queues
+    for a peer that is down; sends wait for a connection within the request's timeout).
+
+    I/O: a plain socket watched with loop.add_reader (as RpcServer). Requests are sent NOBLOCK
+    at once; one that cannot go yet (no connection, or the high-water mark) waits in a FIFO
+    outbox flushed when ZMQ_EVENTS reports POLLOUT. The reader drains every waiting response
+    and resolves its call's future; after any send the reader is run again once (call_soon)
+    since a send can consume the FD's edge."""
 
     def __init__(self, endpoint: str, *, client_id: str = "",
                  context: zmq.asyncio.Context | None = None,
@@ -302,15 +354,18 @@ class AsyncChannel:
         self.endpoint = endpoint
         self.client_id = client_id
         ctx = context or zmq.asyncio.Context.instance()
-        sock = ctx.socket(zmq.DEALER)
+        sock = ctx.socket(zmq.DEALER, socket_class=zmq.Socket)
         configure_dealer(sock, max_message_bytes=max_message_bytes, linger_ms=linger_ms,
                          reconnect_ivl_ms=reconnect_ivl_ms,
                          reconnect_ivl_max_ms=reconnect_ivl_max_ms)
         sock.connect(endpoint)
         self._sock = sock
+        self._fd = sock.getsockopt(zmq.FD)
         self._corr = itertools.count(random.getrandbits(32))
         self._pending: dict[int, asyncio.Future] = {}
-        self._reader: asyncio.Task | None = None
+        self._outbox: collections.deque[tuple[list, asyncio.Future | None]] = collections.deque()
+        self._loop: asyncio.AbstractEventLoop | None = None   # the loop watching the socket
+        self._io_scheduled = False
         self._closed = False
         self.stale_responses_dropped = 0
 
@@ -322,41 +377,114 @@ class AsyncChannel:
     def closed(self) -> bool:
         return self._closed
 
-    def _ensure_reader(self) -> None:
-        if self._reader is None or self._reader.done():
-            self._reader = asyncio.get_running_loop().create_task(self._read_loop())
+    def _watch(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            old, self._loop = self._loop, loop
+            if old is not None and not old.is_closed():
+                try:
+                    old.remove_reader(self._fd)
+                except Exception:  # another thread's loop: it keeps a stale watch, harmless
+                    pass
+            loop.add_reader(self._fd, self._on_events)
+            self._io_scheduled = False
+            self._schedule_io()
+        return loop
 
-    async def _read_loop(self) -> None:
+    def _schedule_io(self) -> None:
+        if not self._io_scheduled and self._loop is not None:
+            self._io_scheduled = True
+            self._loop.call_soon(self._on_events)
+
+    def _on_events(self) -> None:
+        """Drain responses, flush the outbox; until ZMQ_EVENTS shows nothing more to do."""
+        self._io_scheduled = False
+        if self._closed:
+            return
         sock = self._sock
-        pending = self._pending
+        recv = sock.recv_multipart
+        deliver = self._deliver
+        outbox = self._outbox
         try:
             while True:
-                frames = await sock.recv_multipart(copy=False)
-                try:
-                    resp = decode_response(frames)
-                except WireError as e:
-                    fut = pending.pop(e.correlation_id, None) if e.correlation_id is not None else None
-                    if fut is not None and not fut.done():
-                        fut.set_exception(e.to_kafka_error())
-                    else:
-                        log.debug("dropping undecodable response from %s: %s", self.endpoint, e)
-                    continue
-                fut = pending.pop(resp.header.correlation_id, None)
-                if fut is None or fut.done():
-                    self.stale_responses_dropped += 1
-                    log.debug("dropping stale response corr=%d from %s",
-                              resp.header.correlation_id, self.endpoint)
-                    continue
-                fut.set_result(resp)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # socket closed under us, or a bug: fail the waiters loudly
+                while True:
+                    try:
+                        frames = recv(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    deliver(frames)
+                if outbox:
+                    self._flush()
+                events = sock.getsockopt(zmq.EVENTS)
+                if not (events & zmq.POLLIN or (outbox and events & zmq.POLLOUT)):
+                    return
+        except zmq.ZMQError as e:  # socket closed under us: fail the waiters loudly
             if not self._closed:
                 log.exception("reader for %s failed", self.endpoint)
-            for fut in pending.values():
-                if not fut.done():
-                    fut.set_exception(errors.NetworkError(f"channel to {self.endpoint}: {e}"))
-            pending.clear()
+            self._fail_all(errors.NetworkError(f"channel to {self.endpoint}: {e}"))
+            loop, self._loop = self._loop, None
+            if loop is not None and not loop.is_closed():
+                loop.remove_reader(self._fd)
+
+    def _flush(self) -> None:
+        outbox = self._outbox
+        send = self._sock.send_multipart
+        while outbox:
+            frames, fut = outbox[0]
+            if fut is not None and fut.done():     # timed out (or cancelled) while waiting
+                outbox.popleft()
+                continue
+            try:
+                send(frames, zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            outbox.popleft()
+            if fut is not None:
+                fut.set_result(None)
+
+    def _deliver(self, frames: list) -> None:
+        pending = self._pending
+        try:
+            resp = decode_response(frames)
+        except WireError as e:
+            fut = pending.pop(e.correlation_id, None) if e.correlation_id is not None else None
+            if fut is not None and not fut.done():
+                fut.set_exception(e.to_kafka_error())
+            else:
+                log.debug("dropping undecodable response from %s: %s", self.endpoint, e)
+            return
+        fut = pending.pop(resp.header.correlation_id, None)
+        if fut is None or fut.done():
+            self.stale_responses_dropped += 1
+            log.debug("dropping stale response corr=%d from %s",
+                      resp.header.correlation_id, self.endpoint)
+            return
+        fut.set_result(resp)
+
+    def _fail_all(self, exc: Exception) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self._pending.clear()
+        for _, fut in self._outbox:
+            if fut is not None and not fut.done():
+                fut.set_exception(exc)
+        self._outbox.clear()
+
+    def _send_now(self, loop: asyncio.AbstractEventLoop, frames: list) -> asyncio.Future | None:
+        """Send at once if possible (None); else queue and return a future resolved when sent."""
+        if not self._outbox:
+            try:
+                self._sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                pass
+            else:
+                self._schedule_io()     # the send may have consumed a response's edge
+                return None
+        fut = loop.create_future()
+        self._outbox.append((frames, fut))
+        self._schedule_io()
+        return fut
 
     def _encode(self, api, body, payloads, timeout_ms, api_version) -> tuple[int, list]:
         corr = next(self._corr) & _CORR_MASK
@@ -371,19 +499,25 @@ class AsyncChannel:
         the envelope carries an error."""
         if self._closed:
             raise errors.ClientError(f"channel to {self.endpoint} is closed")
-        self._ensure_reader()
+        loop = self._watch()
         corr, frames = self._encode(api, body, payloads, timeout_ms, api_version)
-        fut = asyncio.get_running_loop().create_future()
-        self._pending[corr] = fut
+        fut = loop.create_future()
+        pending = self._pending
+        pending[corr] = fut
         try:
             async with asyncio.timeout(timeout_ms / 1000.0):
-                await self._sock.send_multipart(frames, copy=False)
+                sending = self._send_now(loop, frames)
+                if sending is not None:
+                    try:
+                        await sending
+                    finally:
+                        sending.cancel()   # a timed-out request is never sent later
                 resp = await fut
         except TimeoutError:
             raise errors.RequestTimedOutError(
                 f"no response to {api_name(api)} from {self.endpoint} in {timeout_ms} ms") from None
         finally:
-            self._pending.pop(corr, None)
+            pending.pop(corr, None)
         resp.raise_for_error()
         return resp
 
@@ -393,26 +527,31 @@ class AsyncChannel:
         does come is dropped. Raises errors.RequestTimedOutError if no connection takes it in time."""
         if self._closed:
             raise errors.ClientError(f"channel to {self.endpoint} is closed")
-        self._ensure_reader()   # drains (and drops) any responses
+        loop = self._watch()   # drains (and drops) any responses
         _, frames = self._encode(api, body, payloads, timeout_ms, api_version)
+        sending = self._send_now(loop, frames)
+        if sending is None:
+            return
         try:
             async with asyncio.timeout(timeout_ms / 1000.0):
-                await self._sock.send_multipart(frames, copy=False)
+                await sending
         except TimeoutError:
             raise errors.RequestTimedOutError(
                 f"could not send {api_name(api)} to {self.endpoint} in {timeout_ms} ms") from None
+        finally:
+            sending.cancel()
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_exception(errors.NetworkError(f"channel to {self.endpoint} closed"))
-        self._pending.clear()
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.remove_reader(self._fd)
+            except Exception:  # another thread's loop
+                pass
+        self._fail_all(errors.NetworkError(f"channel to {self.endpoint} closed"))
         self._sock.close()
 
 
@@ -460,7 +599,7 @@ class Publisher:
     def __init__(self, endpoint: str, *, context: zmq.asyncio.Context | None = None,
                  sndhwm: int = DEFAULT_HWM):
         ctx = context or zmq.asyncio.Context.instance()
-        sock = ctx.socket(zmq.PUB)
+        sock = ctx.socket(zmq.PUB, socket_class=zmq.Socket)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, sndhwm)
         try:
@@ -472,7 +611,10 @@ class Publisher:
         self.bound_endpoint: str = sock.getsockopt_string(zmq.LAST_ENDPOINT)
 
     async def publish(self, topic: bytes, frames: Iterable) -> None:
-        await self._sock.send_multipart([topic, *frames], copy=False)
+        try:   # a PUB socket drops rather than blocks; NOBLOCK is only a guarantee
+            self._sock.send_multipart([topic, *frames], zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            pass
 
     async def close(self) -> None:
         self._sock.close(linger=0)
@@ -485,12 +627,14 @@ class Subscriber:
                  context: zmq.asyncio.Context | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
         ctx = context or zmq.asyncio.Context.instance()
-        sock = ctx.socket(zmq.SUB)
+        sock = ctx.socket(zmq.SUB, socket_class=zmq.Socket)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
         for t in topics:
             sock.setsockopt(zmq.SUBSCRIBE, t)
         self._sock = sock
+        self._fd = sock.getsockopt(zmq.FD)
+        self._waiters: set[asyncio.Future] = set()
         self._endpoints: set[str] = set()
         for ep in ([endpoints] if isinstance(endpoints, str) else endpoints):
             self.connect(ep)
@@ -517,8 +661,41 @@ class Subscriber:
 
     async def recv(self) -> tuple[bytes, list[bytes]]:
         """The next message: (topic, frames)."""
-        msg = await self._sock.recv_multipart()
-        return msg[0], msg[1:]
+        sock = self._sock
+        while True:
+            try:
+                msg = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                pass
+            else:
+                return msg[0], msg[1:]
+            # nothing waiting (and the Again above processed libzmq's commands): the FD
+            # signals the next change
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            waiters = self._waiters
+            if not waiters:
+                loop.add_reader(self._fd, self._wake)
+            waiters.add(fut)
+            try:
+                await fut
+            finally:
+                waiters.discard(fut)
+                if not waiters and not sock.closed:
+                    loop.remove_reader(self._fd)
+
+    def _wake(self) -> None:
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     async def close(self) -> None:
+        if self._waiters:
+            try:
+                asyncio.get_running_loop().remove_reader(self._fd)
+            except Exception:
+                pass
+            for fut in self._waiters:
+                if not fut.done():
+                    fut.cancel()
         self._sock.close(linger=0)

@@ -489,3 +489,67 @@ def test_sync_call_while_another_request_expires(echo_server):
         r = ch.recv(0)
         assert (r.correlation_id, r.error_code) == (hung, REQUEST_TIMED_OUT)
         assert ch.in_flight == 0
+
+
+# ------------------------------------------------------------------------------------------
+# the event-loop integration (add_reader on ZMQ_FD, NOBLOCK sends, the channel's outbox)
+
+def test_flood_through_a_tight_queued_max_requests_loses_nothing():
+    # the reader stops at the limit and must resume without a new ZMQ_FD edge
+    async def body(ctx):
+        svc = EchoService()
+        async with served(svc, ctx, queued_max_requests=3) as (server, ch):
+            ch2 = AsyncChannel(server.bound_endpoint, client_id="t2", context=ctx)
+            try:
+                calls = [c.call(ApiKey.METADATA, md(f"f{i}"), timeout_ms=20_000)
+                         for i in range(600) for c in (ch, ch2)]
+                rs = await asyncio.gather(*calls)
+            finally:
+                await ch2.close()
+            assert len(rs) == 1200 and server.statistics().requests_received == 1200
+            assert server.statistics().replies_sent == 1200
+    run(body)
+
+
+def test_async_channel_waits_for_a_connection_and_never_sends_a_timed_out_request():
+    async def body(ctx):
+        endpoint = f"tcp://127.0.0.1:{_free_port()}"
+        svc = EchoService()
+        ch = AsyncChannel(endpoint, client_id="early", context=ctx)
+        try:
+            with pytest.raises(errors.RequestTimedOutError):
+                await ch.call(ApiKey.METADATA, md("while-down"), timeout_ms=150)
+            with pytest.raises(errors.RequestTimedOutError):
+                await ch.send_oneway(ApiKey.METADATA, md("oneway-while-down"), timeout_ms=100)
+            waiting = asyncio.create_task(ch.call(ApiKey.METADATA, md("queued"), timeout_ms=20_000))
+            await asyncio.sleep(0.05)                 # queued in the outbox: no connection yet
+            server = RpcServer(endpoint, svc.handlers(), name="late", context=ctx)
+            task = asyncio.create_task(server.serve())
+            try:
+                assert names(await waiting) == ["queued"]
+                assert names(await ch.call(ApiKey.METADATA, md("up"))) == ["up"]
+                assert svc.seen == ["queued", "up"]
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                await server.close()
+        finally:
+            await ch.close()
+        with pytest.raises(errors.ClientError):
+            await ch.call(ApiKey.METADATA, md("closed"))
+    run(body)
+
+
+def test_closing_a_channel_fails_its_waiting_calls():
+    async def body(ctx):
+        svc = EchoService()
+        async with served(svc, ctx) as (server, ch):
+            other = AsyncChannel(server.bound_endpoint, context=ctx)
+            call = asyncio.create_task(other.call(ApiKey.METADATA, md("hang")))
+            while "hang" not in svc.seen:
+                await asyncio.sleep(0.001)
+            await other.close()
+            with pytest.raises(errors.NetworkError):
+                await call
+            assert names(await ch.call(ApiKey.METADATA, md("alive"))) == ["alive"]
+    run(body)
