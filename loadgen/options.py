@@ -52,6 +52,10 @@ def _convert(key: str, raw: str, default: Any) -> Any:
             raise PropertyError(f"acks={raw!r}: expected 0, 1, -1 or all") from None
     if key == "compression_type":
         return None if raw.lower() in ("", "none") else raw.lower()
+    if default is None and raw.lower() in _TRUE | _FALSE and raw.lower() not in ("0", "1"):
+        # Optional flags whose default is None (automatic), e.g. enable.idempotence: a string
+        # "false" would otherwise reach the SDK as a true value.
+        return raw.lower() in _TRUE
     try:
         if isinstance(default, bool):
             v = raw.lower()

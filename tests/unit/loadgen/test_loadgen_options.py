@@ -107,3 +107,10 @@ def test_real_sdk_clients_accept_the_direct_flags():
         "--compression-type", "none", "--max-in-flight", "1"])
     assert options.producer_kwargs(args, Producer)["acks"] == -1
     assert options.client_kwargs(Consumer, {"fetch.min.bytes": "10"}) == {"fetch_min_bytes": 10}
+
+
+def test_optional_boolean_properties_become_booleans():
+    from loadgen.options import client_kwargs
+    from riverbed import Producer
+    assert client_kwargs(Producer, {"enable.idempotence": "false"}) == {"enable_idempotence": False}
+    assert client_kwargs(Producer, {"enable.idempotence": "true"}) == {"enable_idempotence": True}
