@@ -246,22 +246,13 @@ class ShardHost:
         path = znodes.shard_instance_path(cfg.root, cfg.instance_id)
         data = znodes.encode_coordinator_instance(znodes.CoordinatorInstance(
             cfg.instance_id, cfg.endpoint, int(time.time() * 1000)))
-        deadline = time.monotonic() + cfg.zookeeper_session_timeout_ms / 1000.0 * 2
-        while True:
-            try:
-                self._zk.create(path, data, ephemeral=True, makepath=True)
-                self.log.info("registered %s", path)
-                return
-            except NodeExistsError:
-                try:
-                    _, stat = self._zk.get(path)
-                except NoNodeError:
-                    continue
-                if stat.ephemeralOwner == session_id:
-                    return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{path} is held by another live instance with this id")
-                time.sleep(REGISTER_RETRY_S)
+        try:
+            zk.register_ephemeral(self._zk, path, data, session_id=session_id,
+                                  timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0 * 2,
+                                  retry_s=REGISTER_RETRY_S)
+        except zk.EphemeralHeldError:
+            raise RuntimeError(f"{path} is held by another live instance with this id") from None
+        self.log.info("registered %s", path)
 
     # -- shard ownership ------------------------------------------------------------------
     async def _reconcile_loop(self) -> None:

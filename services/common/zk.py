@@ -22,9 +22,11 @@ import enum
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
@@ -95,6 +97,38 @@ def close(client: KazooClient) -> None:
         client.close()
     except Exception:  # noqa: BLE001
         log.debug("kazoo close failed", exc_info=True)
+
+
+class EphemeralHeldError(RuntimeError):
+    """Another live session still holds an ephemeral node this process must own."""
+
+
+def register_ephemeral(client: KazooClient, path: str, data: bytes, *, session_id: int | None,
+                       timeout_s: float, retry_s: float = 0.2):
+    """Create the ephemeral `path` (parents too) for session `session_id`; returns its ZnodeStat.
+
+    The node may already exist: created by this very session (a retried create: it is ours), or
+    by an earlier session of ours that has not expired yet (after a restart or a lost session:
+    wait for it to vanish, retrying every `retry_s`). Still held by another session after
+    `timeout_s`: EphemeralHeldError (e.g. an id configured twice). Blocking: call from a thread.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            stat = client.exists(path)
+            if stat is None:
+                continue                          # vanished meanwhile: create again
+            if stat.ephemeralOwner == session_id:
+                return stat
+            if time.monotonic() > deadline:
+                raise EphemeralHeldError(f"{path} is held by another live session") from None
+            time.sleep(retry_s)
+            continue
+        stat = client.exists(path)
+        if stat is not None:
+            return stat
 
 
 class SessionState(enum.Enum):

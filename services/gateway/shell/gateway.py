@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 
 from google.protobuf.message import DecodeError
-from kazoo.exceptions import NoNodeError, NodeExistsError
+from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from riverbed import errors
@@ -207,23 +207,14 @@ class Gateway:
         path = znodes.gateway_path(cfg.gateway_id)
         data = znodes.encode_gateway(znodes.GatewayInfo(cfg.gateway_id, cfg.endpoint,
                                                         int(time.time() * 1000)))
-        deadline = time.monotonic() + cfg.zookeeper_session_timeout_ms / 1000.0 * 2
-        while True:
-            try:
-                self._zk.create(path, data, ephemeral=True, makepath=True)
-                self.log.info("registered %s", path)
-                return
-            except NodeExistsError:
-                try:
-                    _, stat = self._zk.get(path)
-                except NoNodeError:
-                    continue
-                if stat.ephemeralOwner == session_id:
-                    return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"gateway.id {cfg.gateway_id} is registered by another "
-                                       f"live gateway ({path})") from None
-                time.sleep(REGISTER_RETRY_S)
+        try:
+            zk.register_ephemeral(self._zk, path, data, session_id=session_id,
+                                  timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0 * 2,
+                                  retry_s=REGISTER_RETRY_S)
+        except zk.EphemeralHeldError:
+            raise RuntimeError(f"gateway.id {cfg.gateway_id} is registered by another "
+                               f"live gateway ({path})") from None
+        self.log.info("registered %s", path)
 
     async def _gateways_loop(self) -> None:
         while True:

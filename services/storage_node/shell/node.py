@@ -180,31 +180,21 @@ class StorageNode:
                 log.exception("[node %d] re-registration failed", self.cfg.broker_id)
 
     def _register(self) -> None:
-        from kazoo.exceptions import NodeExistsError
         cfg = self.cfg
         path = znodes.broker_path(cfg.broker_id)
         data = znodes.encode_broker(znodes.BrokerInfo(
             broker_id=cfg.broker_id, host=cfg.host_name, port=cfg.port,
             endpoints=(cfg.endpoint,), timestamp_ms=int(time.time() * 1000)))
-        self.zk.ensure_path(znodes.BROKER_IDS)
-        deadline = time.monotonic() + cfg.zookeeper_session_timeout_ms / 1000.0 + 2
-        while True:
-            try:
-                self.zk.create(path, data, ephemeral=True)
-                stat = self.zk.exists(path)
-                self.broker_epoch = stat.czxid if stat is not None else -1
-                log.info("[node %d] registered %s (broker epoch %d)", cfg.broker_id, path,
-                         self.broker_epoch)
-                return
-            except NodeExistsError:
-                stat = self.zk.exists(path)
-                if stat is not None and stat.ephemeralOwner == self.zk.client_id[0]:
-                    self.broker_epoch = stat.czxid
-                    return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{path} is held by another session: is broker.id "
-                                       f"{cfg.broker_id} used twice?") from None
-                time.sleep(0.2)   # an old session of ours may still be expiring
+        try:   # an old session of ours may still be expiring: register_ephemeral waits for it
+            stat = zkmod.register_ephemeral(
+                self.zk, path, data, session_id=self.zk.client_id[0],
+                timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0 + 2)
+        except zkmod.EphemeralHeldError:
+            raise RuntimeError(f"{path} is held by another session: is broker.id "
+                               f"{cfg.broker_id} used twice?") from None
+        self.broker_epoch = stat.czxid
+        log.info("[node %d] registered %s (broker epoch %d)", cfg.broker_id, path,
+                 self.broker_epoch)
 
     def _zk_stop(self) -> None:
         if self._watcher is not None:
