@@ -19,7 +19,7 @@ from typing import Callable
 
 from riverbed import errors
 from riverbed.records import HEADER_SIZE, BatchHeader, decompress, validate_batch
-from riverbed.records.codec import LOOP_AFTER_MISS, MAX_MISSES, RUN_MAX, RUN_MIN, uniform_run
+from riverbed.records.codec import decode_runs
 from riverbed.records.codec import decode_headers as _decode_headers
 from riverbed.records.codec import read_uvarint as _read_uvarint
 from riverbed.records.header import COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, \
@@ -46,34 +46,22 @@ def decode_records(data: bytes, count: int, base_offset: int, base_timestamp: in
 
 def _decode(data, count, base_offset, base_timestamp, log_append_time, topic, partition):
     # Runs of records sharing one layout go through codec.uniform_run (struct, in C); the rest
-    # through the loop below.
+    # through the loop below; codec.decode_runs mixes the two.
     out: list = []
-    view = memoryview(data)
-    pos = 0
-    size = len(data)
-    left = count
-    misses = 0
-    while left > 0:
-        run = None
-        if misses < MAX_MISSES and left >= RUN_MIN:
-            run = uniform_run(data, view, pos, size, min(left, RUN_MAX))
-        if run is None:
-            misses += 1
-            n = left if misses >= MAX_MISSES else min(left, LOOP_AFTER_MISS)
-            pos = _decode_loop(data, pos, n, base_offset, base_timestamp, log_append_time,
-                               topic, partition, out)
-            left -= n
-            continue
-        k, pos, offset_deltas, ts_deltas, keys, values = run
-        left -= k
-        out += map(_tuple_new, repeat(ConsumerRecord, k), zip(
+
+    def on_run(k, offset_deltas, ts_deltas, keys, values):
+        out.extend(map(_tuple_new, repeat(ConsumerRecord, k), zip(
             repeat(topic, k), repeat(partition, k), map(base_offset.__add__, offset_deltas),
             map(base_timestamp.__add__, ts_deltas) if log_append_time is None
             else repeat(log_append_time, k),
             repeat(None, k) if keys is None else keys,
-            repeat(None, k) if values is None else values, repeat((), k)))
-    if pos != size:
-        raise errors.CorruptMessageError(f"{size - pos} bytes after the last of {count} records")
+            repeat(None, k) if values is None else values, repeat((), k))))
+
+    def on_loop(pos, n):
+        return _decode_loop(data, pos, n, base_offset, base_timestamp, log_append_time,
+                            topic, partition, out)
+
+    decode_runs(data, count, on_run, on_loop)
     return out
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -732,9 +732,14 @@ def _decode_body(buf, pos: int, header: BatchHeader) -> list[Record]:
             f"malformed records in batch at position {pos}: {exc!r}") from None
 
 
-def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
-                    log_append_time: int | None) -> list[Record]:
-    out: list[Record] = []
+def decode_runs(data, count: int, on_run: Callable, on_loop: Callable[[int, int], int]) -> None:
+    """Decode `count` records of a batch body, mixing uniform_run with a record-by-record loop
+    (the policy of both record decoders: this module's and riverbed.fetcher's).
+
+    `on_run(k, offset_deltas, ts_deltas, keys, values)` takes a run the fast path unpacked (keys
+    or values None when all are null); `on_loop(pos, n) -> pos` decodes n records from pos with
+    the caller's loop. Called once per run or loop chunk, never per record. Raises
+    CorruptMessageError when bytes follow the last record."""
     view = memoryview(data)
     pos = 0
     size = len(data)
@@ -747,18 +752,31 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
         if run is None:          # the record-by-record loop, for a few records or the rest
             misses += 1
             n = left if misses >= MAX_MISSES else min(left, LOOP_AFTER_MISS)
-            pos = _decode_loop(data, pos, n, base_offset, base_timestamp, log_append_time, out)
+            pos = on_loop(pos, n)
             left -= n
             continue
         k, pos, offset_deltas, ts_deltas, keys, values = run
         left -= k
-        out += map(Record, map(base_offset.__add__, offset_deltas),
-                   map(base_timestamp.__add__, ts_deltas) if log_append_time is None
-                   else repeat(log_append_time, k),
-                   repeat(None, k) if keys is None else keys,
-                   repeat(None, k) if values is None else values)
+        on_run(k, offset_deltas, ts_deltas, keys, values)
     if pos != size:
         raise errors.CorruptMessageError(f"{size - pos} bytes after the last of {count} records")
+
+
+def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int,
+                    log_append_time: int | None) -> list[Record]:
+    out: list[Record] = []
+
+    def on_run(k, offset_deltas, ts_deltas, keys, values):
+        out.extend(map(Record, map(base_offset.__add__, offset_deltas),
+                       map(base_timestamp.__add__, ts_deltas) if log_append_time is None
+                       else repeat(log_append_time, k),
+                       repeat(None, k) if keys is None else keys,
+                       repeat(None, k) if values is None else values))
+
+    def on_loop(pos, n):
+        return _decode_loop(data, pos, n, base_offset, base_timestamp, log_append_time, out)
+
+    decode_runs(data, count, on_run, on_loop)
     return out
 
 
