@@ -47,16 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    from riverbed import errors
-    try:
-        return int(func(args) or 0)
-    except errors.RiverbedError as e:
-        print(f"Error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
+    from riverbed import tools
+    return tools.run(args)      # typed errors as "Error: ..." exit 1; Ctrl-C 130; closed pipe 0
 
 
 if __name__ == "__main__":

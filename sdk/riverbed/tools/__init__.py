@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     from riverbed import errors
     try:
-        return args.func(args)
+        return int(args.func(args) or 0)
     except errors.RiverbedError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
