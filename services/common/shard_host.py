@@ -47,6 +47,7 @@ from riverbed._proto.v1 import controller_pb2, fetch_pb2, header_pb2, metadata_p
 from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC, StoredRecord
 from riverbed.records import build_batch, decode_batch, iter_batches
 from services.common import rpc, zk, znodes
+from services.common.controller_feed import ControllerFeed
 
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
@@ -117,7 +118,7 @@ class ShardHost:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool = rpc.ChannelPool(client_id=name, max_message_bytes=config.max_message_bytes)
         self._subscriber: rpc.Subscriber | None = None
-        self._controller: znodes.ControllerInfo | None = None
+        self._controller = ControllerFeed(self.log)
         self._stamp: tuple[int, int] | None = None
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, metadata_pb2.TopicMetadata] = {}
@@ -209,22 +210,8 @@ class ShardHost:
         self._reconcile.set()
 
     def _on_controller_data(self, data: bytes | None) -> None:
-        info = None
-        if data:
-            try:
-                info = znodes.decode_controller(data)
-            except znodes.ZnodeDataError as e:
-                self.log.warning("unreadable /controller: %s", e)
-        if info == self._controller:
-            return
-        old, self._controller = self._controller, info
-        if old is not None and old.pub_endpoint:
-            self._subscriber.disconnect(old.pub_endpoint)
-        if info is None:
-            return
-        if info.pub_endpoint:
-            self._subscriber.connect(info.pub_endpoint)
-        self.refresh_metadata_soon()
+        if self._controller.update(data, self._subscriber) and self._controller.current:
+            self.refresh_metadata_soon()
 
     def _on_session_lost(self) -> None:
         self.log.warning("ZooKeeper session lost: unloading %d shards", len(self._owned))
@@ -485,7 +472,7 @@ class ShardHost:
             pass
 
     async def _refresh_once(self) -> None:
-        info = self._controller
+        info = self._controller.current
         if info is None or not info.endpoint:
             return
         try:
@@ -539,7 +526,7 @@ class ShardHost:
 
     async def _create_offsets_topic(self, rf: int) -> int:
         cfg = self.config
-        info = self._controller
+        info = self._controller.current
         if info is None or not info.endpoint:
             return E.NOT_CONTROLLER
         req = controller_pb2.CreateTopicsRequest(timeout_ms=cfg.request_timeout_ms, topics=[

@@ -28,6 +28,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2, metadata_pb2
 from services.common import rpc, zk, znodes
+from services.common.controller_feed import ControllerFeed
 from services.gateway.config import GatewayConfig
 from services.gateway.core.metadata_cache import MetadataCache
 from services.gateway.core.routing import (
@@ -77,7 +78,7 @@ class Gateway:
         self._server: rpc.RpcServer | None = None
         self._pool: rpc.ChannelPool | None = None
         self._subscriber: rpc.Subscriber | None = None
-        self._controller: znodes.ControllerInfo | None = None
+        self._controller = ControllerFeed(self.log)
         self._gateways_changed = asyncio.Event()
         self._registrations = asyncio.Queue()   # one item per new ZooKeeper session
         self._refresh_task: asyncio.Task | None = None
@@ -167,25 +168,15 @@ class Gateway:
         self._loop.call_soon_threadsafe(self._gateways_changed.set)
 
     def _on_controller_data(self, data: bytes | None) -> None:
-        info = None
-        if data:
-            try:
-                info = znodes.decode_controller(data)
-            except znodes.ZnodeDataError as e:
-                self.log.warning("unreadable /controller: %s", e)
-        if info == self._controller:
+        if not self._controller.update(data, self._subscriber):
             return
-        old, self._controller = self._controller, info
-        if old is not None and old.pub_endpoint:
-            self._subscriber.disconnect(old.pub_endpoint)
+        info = self._controller.current
         if info is None:
             self.log.info("no active controller")
             return
         self.log.info("controller is %d at %s (metadata from %s)", info.controller_id,
                       info.endpoint, info.pub_endpoint)
         self.cache.set_controller_hint(info.controller_id)
-        if info.pub_endpoint:
-            self._subscriber.connect(info.pub_endpoint)
         self._ensure_refresh()
 
     async def _reread_controller(self) -> None:
@@ -290,7 +281,7 @@ class Gateway:
 
     async def _refresh_once(self) -> bool:
         self.refreshes += 1
-        info = self._controller
+        info = self._controller.current
         if info is None or not info.endpoint:
             return False
         try:
@@ -393,7 +384,7 @@ class Gateway:
         """Call the active controller; on NOT_CONTROLLER (or none known) re-read /controller
         and retry once. KafkaErrors propagate (the RpcServer answers with an envelope error)."""
         for attempt in (0, 1):
-            info = self._controller
+            info = self._controller.current
             if info is None or not info.endpoint:
                 if attempt == 0:
                     await self._reread_controller()
