@@ -3,7 +3,8 @@
     .venv/bin/python -m loadgen.bench            # the matrix (a few minutes)
     .venv/bin/python -m loadgen.bench --quick    # issue 3's figure: one producer, 100 B, acks=1,
                                                  # one partition, through the gateway; one consumer;
-                                                 # issue 6's e2e latency at 50,000 records/s
+                                                 # issue 6's e2e latency at 50,000 records/s;
+                                                 # each produce row beside its --null-sink baseline
     ... [--bootstrap-server tcp://HOST:PORT]     # use a running fleet instead of starting one
     ... [--json FILE]                            # the rows as JSON too
 
@@ -13,10 +14,14 @@ once: the same path as acks=1) unless --full: 12 rows, 16 with --full. Every row
 fresh one-partition topic with Producer.send_many (the SDK's fast path) from this process, with
 batch.size 262144, linger.ms 5, max.in.flight 5.
 
-Baseline ("ratio" column): the same SDK building the same batches in this process with no
-network — BatchBuilder.append_values and build() into a null sink, for the same record size,
-batch size and compression, measured in the same run. ratio = row records/s ÷ baseline records/s:
-the share of the pure-Python building speed the whole path keeps.
+Baseline ("baseline/s" and "ratio" columns): the same SDK building and discarding the same
+batches with no network, measured in the same run — the row's own `riverbed-perf produce`
+command with `--null-sink` (loadgen.nullsink): the same Producer, settings, send_many calls,
+accumulator, sender thread and request encoding, its requests answered in-process instead of by
+a gateway. ratio = row records/s ÷ baseline records/s: the share of the SDK's own speed the
+whole path (sockets, gateway, storage node, replication, all on the same cores) keeps.
+"build/s" and "÷build": the lower bound of the SDK's cost alone — BatchBuilder.append_values +
+build() into nothing, same size, batch size and compression (no accumulator, no sender thread).
 """
 from __future__ import annotations
 
@@ -103,10 +108,8 @@ def _perf(argv: list[str]):
     return summary
 
 
-def run_row(bootstrap: str, row: Row, num_records: int) -> dict:
-    topic = f"bench-{row.record_size}-{row.acks}-rf{row.replication_factor}-{row.compression}-" \
-            f"{uuid.uuid4().hex[:6]}"
-    argv = ["produce", "--bootstrap-server", bootstrap, "--topic", topic,
+def row_argv(bootstrap: str, row: Row, num_records: int, topic: str) -> list[str]:
+    return ["produce", "--bootstrap-server", bootstrap, "--topic", topic,
             "--num-records", str(num_records), "--record-size", str(row.record_size),
             "--bulk", "--acks", row.acks, "--compression-type", row.compression,
             "--batch-size", str(BATCH_SIZE), "--linger-ms", str(LINGER_MS),
@@ -114,15 +117,28 @@ def run_row(bootstrap: str, row: Row, num_records: int) -> dict:
             "--create-topic", "--partitions", "1",
             "--replication-factor", str(row.replication_factor),
             "--reporting-interval", "60000", "--no-progress"]
+
+
+def null_sink_records_per_sec(argv: list[str]) -> float:
+    """The same riverbed-perf produce command against the in-process null sink."""
+    return _perf([*argv, "--null-sink"]).records_per_sec
+
+
+def run_row(bootstrap: str, row: Row, num_records: int) -> dict:
+    topic = f"bench-{row.record_size}-{row.acks}-rf{row.replication_factor}-{row.compression}-" \
+            f"{uuid.uuid4().hex[:6]}"
+    argv = row_argv(bootstrap, row, num_records, topic)
     try:
         s = _perf(argv)
     finally:
         _delete_topic(bootstrap, topic)
+    baseline = null_sink_records_per_sec(argv)
     return {"record_size": row.record_size, "acks": row.acks,
             "replication_factor": row.replication_factor, "compression": row.compression,
             "records": s.records, "records_per_sec": s.records_per_sec,
             "mb_per_sec": s.mb_per_sec, "latency_p50_ms": s.latency_ms["p50"],
-            "latency_p99_ms": s.latency_ms["p99"]}
+            "latency_p99_ms": s.latency_ms["p99"], "baseline_records_per_sec": baseline,
+            "ratio": s.records_per_sec / baseline}
 
 
 def _delete_topic(bootstrap: str, topic: str) -> None:
@@ -137,14 +153,16 @@ def _delete_topic(bootstrap: str, topic: str) -> None:
 
 def format_table(rows: list[dict]) -> str:
     head = (f"{'size':>5} {'acks':>4} {'rf':>2} {'comp':>4} {'records':>8} {'records/s':>10} "
-            f"{'MB/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'baseline/s':>11} {'ratio':>6}")
+            f"{'MB/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'baseline/s':>11} {'ratio':>6} "
+            f"{'build/s':>11} {'÷build':>6}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['record_size']:>5} {r['acks']:>4} {r['replication_factor']:>2} "
                      f"{r['compression']:>4} {r['records']:>8} {r['records_per_sec']:>10,.0f} "
                      f"{r['mb_per_sec']:>7.2f} {r['latency_p50_ms']:>7.1f} "
                      f"{r['latency_p99_ms']:>7.1f} {r['baseline_records_per_sec']:>11,.0f} "
-                     f"{r['ratio']:>6.3f}")
+                     f"{r['ratio']:>6.3f} {r['builder_records_per_sec']:>11,.0f} "
+                     f"{r['ratio_to_builder']:>6.3f}")
     return "\n".join(lines)
 
 
@@ -166,17 +184,18 @@ def _fleet(bootstrap: str | None):
 
 def run_matrix(bootstrap: str, full: bool, scale: float) -> list[dict]:
     rows = []
-    baselines: dict[tuple[int, str], float] = {}
+    builders: dict[tuple[int, str], float] = {}
     for row in matrix_rows(full):
         n = max(1000, int(RECORDS[row.record_size] * scale))
         key = (row.record_size, row.compression)
-        if key not in baselines:
-            baselines[key] = baseline_records_per_sec(row.record_size, row.compression, n)
+        if key not in builders:
+            builders[key] = baseline_records_per_sec(row.record_size, row.compression, n)
         result = run_row(bootstrap, row, n)
-        result["baseline_records_per_sec"] = baselines[key]
-        result["ratio"] = result["records_per_sec"] / baselines[key]
+        result["builder_records_per_sec"] = builders[key]
+        result["ratio_to_builder"] = result["records_per_sec"] / builders[key]
         rows.append(result)
-        print(f"  {row}: {result['records_per_sec']:,.0f} records/s", file=sys.stderr, flush=True)
+        print(f"  {row}: {result['records_per_sec']:,.0f} records/s, ratio {result['ratio']:.2f}",
+              file=sys.stderr, flush=True)
     return rows
 
 
@@ -194,6 +213,8 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int,
                "--replication-factor", str(replication_factor)]
     sent = _perf([*produce, "--topic", topic])
     bulk = _perf([*produce, "--topic", topic + "-bulk", "--bulk"])
+    sent_base = null_sink_records_per_sec([*produce, "--topic", topic])
+    bulk_base = null_sink_records_per_sec([*produce, "--topic", topic + "-bulk", "--bulk"])
     read = _perf(["consume", *common, "--topic", topic])
     e2e = None
     if e2e_records > 0:
@@ -207,9 +228,13 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int,
                      "--reporting-interval", "60000", "--no-progress"])
     return {"num_records": num_records, "replication_factor": replication_factor,
             "produce_send": {"records_per_sec": sent.records_per_sec, "mb_per_sec": sent.mb_per_sec,
-                             "latency_ms": sent.latency_ms},
+                             "latency_ms": sent.latency_ms,
+                             "baseline_records_per_sec": sent_base,
+                             "ratio": sent.records_per_sec / sent_base},
             "produce_send_many": {"records_per_sec": bulk.records_per_sec,
-                                  "mb_per_sec": bulk.mb_per_sec, "latency_ms": bulk.latency_ms},
+                                  "mb_per_sec": bulk.mb_per_sec, "latency_ms": bulk.latency_ms,
+                                  "baseline_records_per_sec": bulk_base,
+                                  "ratio": bulk.records_per_sec / bulk_base},
             "consume": {"records": read.records, "records_per_sec": read.records_per_sec,
                         "mb_per_sec": read.mb_per_sec},
             "e2e": None if e2e is None else {
@@ -242,10 +267,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"(replication factor {q['replication_factor']}), one process, via the gateway")
             print(f"  produce send():      {ps['records_per_sec']:>12,.0f} records/s "
                   f"{ps['mb_per_sec']:7.2f} MB/s  p50 {ps['latency_ms']['p50']:.1f} ms  "
-                  f"p99 {ps['latency_ms']['p99']:.1f} ms")
+                  f"p99 {ps['latency_ms']['p99']:.1f} ms  baseline {ps['baseline_records_per_sec']:,.0f}/s"
+                  f" ratio {ps['ratio']:.2f}")
             print(f"  produce send_many(): {pm['records_per_sec']:>12,.0f} records/s "
                   f"{pm['mb_per_sec']:7.2f} MB/s  p50 {pm['latency_ms']['p50']:.1f} ms  "
-                  f"p99 {pm['latency_ms']['p99']:.1f} ms")
+                  f"p99 {pm['latency_ms']['p99']:.1f} ms  baseline {pm['baseline_records_per_sec']:,.0f}/s"
+                  f" ratio {pm['ratio']:.2f}")
             print(f"  consume poll():      {c['records_per_sec']:>12,.0f} records/s "
                   f"{c['mb_per_sec']:7.2f} MB/s  ({c['records']} records read back)")
             e = q["e2e"]
@@ -262,8 +289,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"linger.ms {LINGER_MS}, max.in.flight {MAX_IN_FLIGHT}"
                   + ("" if args.full else "; acks=all x RF1 skipped (same path as acks=1)"))
             print(format_table(rows))
-            print("baseline: BatchBuilder.append_values + build() into a null sink, same size, "
-                  "batch size and compression, no network; ratio = records/s / baseline")
+            print("baseline: the row's riverbed-perf command with --null-sink (same SDK producer "
+                  "and settings, requests answered in-process, no network); ratio = records/s / "
+                  "baseline. build/s: BatchBuilder alone, same size, batch size and compression.")
             result = rows
     print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     if args.json:

@@ -180,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="records/s cap over all processes; -1: no cap (default)")
     p.add_argument("--processes", type=_positive_int, default=1, metavar="P")
     p.add_argument("--bulk", action="store_true", help="send with Producer.send_many")
+    p.add_argument("--null-sink", action="store_true",
+                   help="the no-network baseline: the same producer and settings, its requests "
+                        "answered in-process by a null sink (loadgen.nullsink) instead of a "
+                        "gateway; --bootstrap-server is then only a name")
     _producer_flags(p)
     _topic_creation(p)
 

@@ -198,7 +198,11 @@ class _BatchGroup:
 
 def _producer(spec: dict):
     from riverbed import Producer
-    p = Producer(bootstrap=spec["bootstrap"], **spec["producer_kwargs"])
+    kwargs = dict(spec["producer_kwargs"])
+    if spec.get("null_sink"):
+        from loadgen.nullsink import null_sink_factory
+        kwargs["_channel_factory"] = null_sink_factory(spec.get("null_sink_partitions", 1))
+    p = Producer(bootstrap=spec["bootstrap"], **kwargs)
     p.partitions_for(spec["topic"])      # metadata before the clock starts
     return p
 
@@ -566,7 +570,10 @@ def _producer_spec(args, payloads: list[bytes], producer_kwargs: dict) -> dict:
     return {"bootstrap": args.bootstrap, "topic": args.topic, "partition": args.partition,
             "producer_kwargs": producer_kwargs, "payloads": payloads,
             "interval_s": args.reporting_interval / 1000.0, "bulk": getattr(args, "bulk", False),
-            "bulk_chunk": bulk_chunk_records(batch_size, mean)}
+            "bulk_chunk": bulk_chunk_records(batch_size, mean),
+            "null_sink": getattr(args, "null_sink", False),
+            "null_sink_partitions": max(getattr(args, "partitions", 1) or 1,
+                                        (args.partition or 0) + 1)}
 
 
 def run_produce(args, reporter_factory) -> tuple[Summary, int]:
@@ -586,6 +593,7 @@ def run_produce(args, reporter_factory) -> tuple[Summary, int]:
     config = {"topic": args.topic, "num_records": args.num_records,
               "record_size": args.record_size, "payload_file": args.payload_file,
               "throughput": args.throughput, "processes": args.processes, "bulk": args.bulk,
+              "null_sink": args.null_sink,
               "partition": args.partition, "producer": _jsonable(kwargs),
               "producer_metrics": [r.get("metrics", {}) for r in results]}
     summary = _summarize("produce", results, reporter.timeline, config)
@@ -712,7 +720,7 @@ def run(args, *, live: bool | None = None, out=None) -> tuple[Summary, int]:
     out = out or sys.stdout
     if live is None:
         live = sys.stderr.isatty() and not args.no_progress
-    if getattr(args, "create_topic", False):
+    if getattr(args, "create_topic", False) and not getattr(args, "null_sink", False):
         _create_topic(args)
 
     def reporter_factory(workers: int) -> Reporter:

@@ -243,5 +243,32 @@ def test_bench_matrix_and_baseline():
                                  "compression": "lz4", "records": 10, "records_per_sec": 500.0,
                                  "mb_per_sec": 0.05, "latency_p50_ms": 1.0,
                                  "latency_p99_ms": 2.0, "baseline_records_per_sec": 1000.0,
-                                 "ratio": 0.5}])
-    assert table.splitlines()[-1].split()[-1] == "0.500"
+                                 "ratio": 0.5, "builder_records_per_sec": 4000.0,
+                                 "ratio_to_builder": 0.125}])
+    assert table.splitlines()[-1].split()[-4:] == ["1,000", "0.500", "4,000", "0.125"]
+
+
+@pytest.mark.parametrize("acks, bulk", [("1", False), ("1", True), ("all", True)])
+def test_null_sink_baseline_runs_the_real_producer(tmp_path, acks, bulk):
+    """--null-sink: every record acknowledged with its own offset, in order, no fleet at all."""
+    out = tmp_path / "r.json"
+    argv = ["produce", "--bootstrap-server", "tcp://127.0.0.1:1", "--topic", "t",
+            "--num-records", "3000", "--record-size", "50", "--acks", acks, "--partition", "1",
+            "--batch-size", "4096", "--null-sink", "--create-topic", "--no-progress",
+            "--json", str(out)] + (["--bulk"] if bulk else [])
+    assert perf.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert result["records"] == 3000 and result["errors"] == 0
+    assert result["config"]["null_sink"] is True
+
+
+def test_null_sink_offsets_count_records_per_partition():
+    from riverbed import Producer
+    from loadgen.nullsink import NULL_ENDPOINT, null_sink_factory
+    with Producer([NULL_ENDPOINT], _channel_factory=null_sink_factory(2), batch_size=1000,
+                  acks="all") as p:
+        assert p.partitions_for("t") == {0, 1}
+        futs = [p.send("t", b"v%d" % i, partition=i % 2) for i in range(400)]
+        p.flush()
+        offsets = [f.result(timeout=5).offset for f in futs]
+    assert offsets[0::2] == list(range(200)) and offsets[1::2] == list(range(200))
