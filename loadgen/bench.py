@@ -48,10 +48,11 @@ BATCH_SIZE = 262144
 LINGER_MS = 5
 MAX_IN_FLIGHT = 5
 RECORDS = {100: 2_000_000, 1024: 300_000}  # per row: ~2-20 s each on 2 shared cores
-# --quick's e2e row (issue 6: p99 <= 5 ms at 50,000 records/s). linger.ms 2 measured better than
-# 0 or 1 on 2 shared cores (fewer, fuller requests: less CPU queueing at every hop).
+# --quick's e2e row (issue 6: p99 <= 5 ms at 50,000 records/s). The throttle sends ~2 ms of
+# records at a time (Kafka's perf tool); linger.ms 0.5 gathers such a burst into one request:
+# p99 4.2-5.8 ms here against 5.2-7.4 ms with 0 and 5.0-7.4 ms with 1 (4 runs each).
 E2E_RATE = 50_000
-E2E_LINGER_MS = 2
+E2E_LINGER_MS = 0.5
 E2E_FETCH_MAX_WAIT_MS = 100
 
 

@@ -272,3 +272,22 @@ def test_null_sink_offsets_count_records_per_partition():
         p.flush()
         offsets = [f.result(timeout=5).offset for f in futs]
     assert offsets[0::2] == list(range(200)) and offsets[1::2] == list(range(200))
+
+
+def test_throttle_sleeps_in_chunks_of_at_least_two_ms_and_keeps_the_rate(monkeypatch):
+    """Kafka's ThroughputThrottler: no sleep per record, only once the deficit reaches 2 ms."""
+    now = [100.0]
+    sleeps: list[float] = []
+
+    def sleep(s):
+        sleeps.append(s)
+        now[0] += s
+    monkeypatch.setattr(perf.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(perf.time, "sleep", sleep)
+    limiter = perf.make_limiter(50_000, now[0])          # burst: 10 ms worth (500 records)
+    for _ in range(2000):
+        perf._throttle(limiter, 1)
+    assert sleeps and min(sleeps) >= perf.MIN_SLEEP_S
+    assert len(sleeps) <= (2000 - 500) / 100 + 1            # ~one sleep per 100 records
+    # the rate holds: 2000 records take (2000 - burst) / rate seconds, up to one chunk
+    assert abs(sum(sleeps) - 1500 / 50_000) <= perf.MIN_SLEEP_S
