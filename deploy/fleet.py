@@ -570,7 +570,9 @@ class Fleet:
             interval_s: float = 1.0) -> None:
         """Block until SIGINT or SIGTERM, calling `on_status(self)` every `interval_s`, then
         stop everything. The processes run in their own sessions, so the terminal's Ctrl-C
-        reaches only this launcher, which then stops them once, in order."""
+        reaches only this launcher, which then stops them once, in order. Also returns once
+        no process of the fleet is alive any more (`fleet down` from another shell); one
+        stopped with `fleet stop NAME` keeps the launcher watching the rest."""
         stop_requested = []
 
         def _on_term(signum, frame):
@@ -582,6 +584,8 @@ class Fleet:
             while True:
                 if on_status is not None:
                     on_status(self)
+                if not self.running():
+                    break
                 time.sleep(interval_s)
         except KeyboardInterrupt:
             pass

@@ -284,3 +284,27 @@ def test_cli_foreground_stops_everything_on_a_signal(tmp_path, sig):
         if (tmp_path / "fleet" / "fleet.json").exists():
             Fleet.from_state(d).down()
     assert not processes_mentioning(str(tmp_path))
+
+
+def test_cli_foreground_returns_after_fleet_down_from_another_shell(tmp_path):
+    d = str(tmp_path / "fleet")
+    roles = [a for role in FAKES for a in ("--role-module", f"{role}={FAKE}")]
+    launcher = subprocess.Popen(
+        [RIVERBED, "fleet", "up", "--data-dir", d, "--base-port", str(free_base_port()),
+         "--storage-nodes", "1", "--controllers", "1", *roles],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        up = 0
+        while up < 6:
+            line = launcher.stdout.readline()
+            assert line, launcher.stderr.read()
+            up += line.split()[-1] == "up" and line.split()[3].startswith("pid=")
+        riverbed("down", "--data-dir", d)
+        assert launcher.wait(timeout=60) == 0
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        if (tmp_path / "fleet" / "fleet.json").exists():
+            Fleet.from_state(d).down()
+    assert not processes_mentioning(str(tmp_path))
