@@ -53,6 +53,7 @@ RECORDS = {100: 2_000_000, 1024: 300_000}  # per row: ~2-20 s each on 2 shared c
 # p99 4.2-5.8 ms here against 5.2-7.4 ms with 0 and 5.0-7.4 ms with 1 (4 runs each).
 E2E_RATE = 50_000
 E2E_LINGER_MS = 0.5
+E2E_SETTLE_S = 3.0
 E2E_FETCH_MAX_WAIT_MS = 100
 
 
@@ -219,6 +220,9 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int,
     read = _perf(["consume", *common, "--topic", topic])
     e2e = None
     if e2e_records > 0:
+        # the throughput phases leave the storage node flushing ~100 MB of fresh segments and
+        # the kernel writing them back: let that settle so the latency row measures latency
+        time.sleep(E2E_SETTLE_S)
         e2e = _perf(["e2e", "--bootstrap-server", bootstrap, "--topic", topic + "-e2e",
                      "--num-records", str(e2e_records), "--throughput", str(E2E_RATE),
                      "--record-size", "100", "--acks", "1", "--partition", "0",
@@ -254,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply records per row")
     parser.add_argument("--num-records", type=int, default=500_000, help="--quick's records")
     parser.add_argument("--replication-factor", type=int, default=1, help="--quick's topic")
-    parser.add_argument("--e2e-records", type=int, default=150_000,
+    parser.add_argument("--e2e-records", type=int, default=300_000,
                         help=f"--quick's e2e row: records at {E2E_RATE}/s (0: no e2e row)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args(argv)
