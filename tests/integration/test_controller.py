@@ -290,7 +290,10 @@ def test_admin_apis_and_metadata_publishing(zk_client, controllers, free_ports):
                     topic, body = sub.recv_multipart()
                     up = metadata_pb2.UpdateMetadataRequest.FromString(body)
                     assert topic == b"metadata" and up.controller_id == 7
-                    assert "auto-t" in [t.name for t in up.topics]
+                    names = [t.name for t in up.topics]
+                    if not versions and "auto-t" not in names:
+                        continue    # a snapshot queued before the topic existed
+                    assert "auto-t" in names
                     versions.append(up.metadata_version)
             assert len(versions) == 2 and versions[1] > versions[0]
 
