@@ -40,7 +40,7 @@ import uuid
 from loadgen import options
 from loadgen.perf import make_payloads, run
 
-__all__ = ["main", "baseline_records_per_sec", "matrix_rows", "format_table"]
+__all__ = ["main", "builder_records_per_sec", "matrix_rows", "format_table"]
 
 # 256 KiB: with acks=all the producer is idempotent by default and, as Kafka's, keeps at most five
 # batches in flight per partition, so throughput on one partition is bounded by batch size.
@@ -75,7 +75,7 @@ def matrix_rows(full: bool = False) -> list[Row]:
     return rows
 
 
-def baseline_records_per_sec(record_size: int, compression: str, num_records: int,
+def builder_records_per_sec(record_size: int, compression: str, num_records: int,
                              batch_size: int = BATCH_SIZE, repeat: int = 3) -> float:
     """Records/s of building and discarding the batches a producer would build for
     num_records values of record_size (best of `repeat`)."""
@@ -191,7 +191,7 @@ def run_matrix(bootstrap: str, full: bool, scale: float) -> list[dict]:
         n = max(1000, int(RECORDS[row.record_size] * scale))
         key = (row.record_size, row.compression)
         if key not in builders:
-            builders[key] = baseline_records_per_sec(row.record_size, row.compression, n)
+            builders[key] = builder_records_per_sec(row.record_size, row.compression, n)
         result = run_row(bootstrap, row, n)
         result["builder_records_per_sec"] = builders[key]
         result["ratio_to_builder"] = result["records_per_sec"] / builders[key]
@@ -213,10 +213,11 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int,
     produce = ["produce", *common, "--record-size", "100", "--acks", "1", "--partition", "0",
             "--create-topic", "--partitions", "1",
                "--replication-factor", str(replication_factor)]
-    sent = _perf([*produce, "--topic", topic])
-    bulk = _perf([*produce, "--topic", topic + "-bulk", "--bulk"])
-    sent_base = null_sink_records_per_sec([*produce, "--topic", topic])
-    bulk_base = null_sink_records_per_sec([*produce, "--topic", topic + "-bulk", "--bulk"])
+    send_argv = [*produce, "--topic", topic]
+    bulk_argv = [*produce, "--topic", topic + "-bulk", "--bulk"]
+    sent, bulk = _perf(send_argv), _perf(bulk_argv)
+    sent_base = null_sink_records_per_sec(send_argv)
+    bulk_base = null_sink_records_per_sec(bulk_argv)
     read = _perf(["consume", *common, "--topic", topic])
     e2e = None
     if e2e_records > 0:
@@ -232,20 +233,20 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int,
                      "--replication-factor", str(replication_factor),
                      "--reporting-interval", "60000", "--no-progress"])
     return {"num_records": num_records, "replication_factor": replication_factor,
-            "produce_send": {"records_per_sec": sent.records_per_sec, "mb_per_sec": sent.mb_per_sec,
-                             "latency_ms": sent.latency_ms,
-                             "baseline_records_per_sec": sent_base,
-                             "ratio": sent.records_per_sec / sent_base},
-            "produce_send_many": {"records_per_sec": bulk.records_per_sec,
-                                  "mb_per_sec": bulk.mb_per_sec, "latency_ms": bulk.latency_ms,
-                                  "baseline_records_per_sec": bulk_base,
-                                  "ratio": bulk.records_per_sec / bulk_base},
+            "produce_send": _produce_figures(sent, sent_base),
+            "produce_send_many": _produce_figures(bulk, bulk_base),
             "consume": {"records": read.records, "records_per_sec": read.records_per_sec,
                         "mb_per_sec": read.mb_per_sec},
             "e2e": None if e2e is None else {
                 "records": e2e.records, "records_per_sec": e2e.records_per_sec,
                 "target_records_per_sec": E2E_RATE, "linger_ms": E2E_LINGER_MS,
                 "fetch_max_wait_ms": E2E_FETCH_MAX_WAIT_MS, "latency_ms": e2e.latency_ms}}
+
+
+def _produce_figures(summary, baseline: float) -> dict:
+    return {"records_per_sec": summary.records_per_sec, "mb_per_sec": summary.mb_per_sec,
+            "latency_ms": summary.latency_ms, "baseline_records_per_sec": baseline,
+            "ratio": summary.records_per_sec / baseline}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,14 +271,11 @@ def main(argv: list[str] | None = None) -> int:
             ps, pm, c = q["produce_send"], q["produce_send_many"], q["consume"]
             print(f"issue-3 figure: {q['num_records']} x 100 B, acks=1, 1 partition "
                   f"(replication factor {q['replication_factor']}), one process, via the gateway")
-            print(f"  produce send():      {ps['records_per_sec']:>12,.0f} records/s "
-                  f"{ps['mb_per_sec']:7.2f} MB/s  p50 {ps['latency_ms']['p50']:.1f} ms  "
-                  f"p99 {ps['latency_ms']['p99']:.1f} ms  baseline {ps['baseline_records_per_sec']:,.0f}/s"
-                  f" ratio {ps['ratio']:.2f}")
-            print(f"  produce send_many(): {pm['records_per_sec']:>12,.0f} records/s "
-                  f"{pm['mb_per_sec']:7.2f} MB/s  p50 {pm['latency_ms']['p50']:.1f} ms  "
-                  f"p99 {pm['latency_ms']['p99']:.1f} ms  baseline {pm['baseline_records_per_sec']:,.0f}/s"
-                  f" ratio {pm['ratio']:.2f}")
+            for label, f in (("send():     ", ps), ("send_many():", pm)):
+                print(f"  produce {label} {f['records_per_sec']:>12,.0f} records/s "
+                      f"{f['mb_per_sec']:7.2f} MB/s  p50 {f['latency_ms']['p50']:.1f} ms  "
+                      f"p99 {f['latency_ms']['p99']:.1f} ms  "
+                      f"baseline {f['baseline_records_per_sec']:,.0f}/s ratio {f['ratio']:.2f}")
             print(f"  consume poll():      {c['records_per_sec']:>12,.0f} records/s "
                   f"{c['mb_per_sec']:7.2f} MB/s  ({c['records']} records read back)")
             e = q["e2e"]

@@ -3,10 +3,10 @@
 `riverbed-perf produce --null-sink` (and `make bench`'s baseline column) runs the very same
 Producer — send()/send_many, accumulator, sender thread, request encoding, response decoding,
 futures — with this channel in place of the DEALER to a gateway. Every request is encoded to
-frames exactly as for the wire (and dropped); the answer is made at once from the request (METADATA: the topic with the
-asked partition count, leader 1; INIT_PRODUCER_ID: id 1 epoch 0; PRODUCE: success, offsets
-counted from the batch headers), the answer is encoded and travels back through an inproc PAIR
-socket so the sender's poll/recv path is the real one. Batches are discarded.
+frames exactly as for the wire, then dropped; the answer is made at once from the request objects
+(METADATA: the topic with the asked partition count, leader 1; INIT_PRODUCER_ID: id 1 epoch 0;
+PRODUCE: success, offsets counted from the batch headers), encoded, and sent back through an
+inproc PAIR socket so the sender's poll/recv path is the real one.
 
 What it leaves out is exactly "the network": the sockets to the gateway, the gateway, the storage
 node and their CPU.
@@ -20,21 +20,18 @@ import zmq
 from riverbed._proto.v1 import header_pb2, metadata_pb2, produce_pb2, producer_id_pb2
 from riverbed.records import iter_batches
 from riverbed.wire.client import Channel
-from riverbed.wire.framing import encode_response, error_response
+from riverbed.wire.framing import UNSUPPORTED_VERSION, encode_response, error_response
 
 __all__ = ["NullSinkChannel", "null_sink_factory", "NULL_ENDPOINT"]
 
 ApiKey = header_pb2.ApiKey
 NULL_ENDPOINT = "tcp://null-sink:0"
-_UNSUPPORTED = 35   # UNSUPPORTED_VERSION
 
 
 class NullSinkChannel(Channel):
-    """A Channel answered in-thread by a null sink (see the module doc)."""
+    """A Channel answered in-thread by a null sink with `partitions` per topic (module doc)."""
 
-    partitions = 1
-
-    def __init__(self, endpoint: str, *, client_id: str = "", **kw):
+    def __init__(self, endpoint: str, *, client_id: str = "", partitions: int = 1, **kw):
         addr = f"inproc://riverbed-null-{uuid.uuid4().hex}"
         ctx = zmq.Context.instance()
         server = ctx.socket(zmq.PAIR)
@@ -50,29 +47,29 @@ class NullSinkChannel(Channel):
         self._poller.register(client, zmq.POLLIN)
         self._server = server
         self.endpoint = endpoint
+        self.partitions = partitions
         self._offsets: dict[tuple[str, int], int] = {}
-        self._answer: list | None = None
+        self._answer = None     # (api, response body or None for an envelope error)
 
     def send(self, api: int, body, *, payloads=(), timeout_ms: int = 30000, api_version: int = 0,
              expect_response: bool = True) -> int:
         # The answer is made from the request objects (no parsing of our own frames: a real
-        # server's work is not the baseline's); the request is still encoded by the base class.
+        # server's work is not the baseline's); the base class still encodes the request.
         handler = _HANDLERS.get(api)
-        corr = self._next_corr           # the id super().send() is about to use
-        if handler is None:
-            self._answer = error_response(corr, api, _UNSUPPORTED, "null sink")
-        else:
-            self._answer = encode_response(corr, api, handler(self, body, payloads))
-        if not expect_response:
-            self._answer = None
+        if expect_response:
+            self._answer = (api, None if handler is None else handler(self, body, payloads))
         return super().send(api, body, payloads=payloads, timeout_ms=timeout_ms,
                             api_version=api_version, expect_response=expect_response)
 
     def _try_send(self, frames: list) -> bool:
-        # the request frames are discarded; the answer goes back through the inproc PAIR
+        # the request frames are dropped; the answer goes back through the inproc PAIR
         if self._answer is not None:
-            self._server.send_multipart(self._answer, copy=False)
+            api, resp = self._answer
             self._answer = None
+            corr = header_pb2.RequestHeader.FromString(frames[0]).correlation_id
+            self._server.send_multipart(
+                error_response(corr, api, UNSUPPORTED_VERSION, "null sink") if resp is None
+                else encode_response(corr, api, resp), copy=False)
         return True
 
     def close(self) -> None:
@@ -117,7 +114,5 @@ _HANDLERS = {ApiKey.METADATA: NullSinkChannel._metadata,
 def null_sink_factory(partitions: int = 1):
     """A channel_factory for Producer(_channel_factory=...) answering with `partitions`."""
     def factory(endpoint: str, client_id: str = ""):
-        ch = NullSinkChannel(endpoint, client_id=client_id)
-        ch.partitions = partitions
-        return ch
+        return NullSinkChannel(endpoint, client_id=client_id, partitions=partitions)
     return factory

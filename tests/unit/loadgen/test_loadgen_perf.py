@@ -238,7 +238,7 @@ def test_bench_matrix_and_baseline():
     rows = bench.matrix_rows()
     assert len(rows) == 12 and len(bench.matrix_rows(full=True)) == 16
     assert not any(r.acks == "all" and r.replication_factor == 1 for r in rows)
-    assert bench.baseline_records_per_sec(100, "lz4", 2000, repeat=1) > 0
+    assert bench.builder_records_per_sec(100, "lz4", 2000, repeat=1) > 0
     table = bench.format_table([{"record_size": 100, "acks": "1", "replication_factor": 3,
                                  "compression": "lz4", "records": 10, "records_per_sec": 500.0,
                                  "mb_per_sec": 0.05, "latency_p50_ms": 1.0,
