@@ -7,7 +7,13 @@ __version__ = "0.1.0"
 from riverbed.admin import Admin, AdminClient  # noqa: E402
 from riverbed.consumer import Consumer  # noqa: E402
 from riverbed.producer import Producer  # noqa: E402
-from riverbed.structs import ConsumerRecord, NewTopic, RecordMetadata, TopicPartition  # noqa: E402
+from riverbed.structs import (  # noqa: E402
+    ConsumerRecord,
+    NewTopic,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 
-__all__ = ["Admin", "AdminClient", "Consumer", "ConsumerRecord", "NewTopic", "Producer",
-           "RecordMetadata", "TopicPartition", "__version__"]
+__all__ = ["Admin", "AdminClient", "Consumer", "ConsumerRecord", "NewTopic", "OffsetAndTimestamp",
+           "Producer", "RecordMetadata", "TopicPartition", "__version__"]

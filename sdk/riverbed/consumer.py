@@ -28,7 +28,7 @@ import collections
 import logging
 import os
 import time
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from riverbed import errors
 from riverbed._proto.v1 import fetch_pb2, header_pb2, list_offsets_pb2
@@ -42,7 +42,7 @@ from riverbed.group_membership import (
     OffsetAndMetadata,
     normalize_strategies,
 )
-from riverbed.structs import ConsumerRecord, TopicPartition
+from riverbed.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer", "KafkaConsumer", "ConsumerRebalanceListener", "OffsetAndMetadata"]
 
@@ -300,6 +300,19 @@ class Consumer:
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list_offsets({TopicPartition(*tp): LATEST for tp in partitions})
 
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int]
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """kafka-python's: per partition, the earliest offset whose record timestamp is >= the
+        given time (ms since the epoch) and that timestamp; None where no record is that late
+        (below the high watermark)."""
+        want = {}
+        for tp, ts in timestamps.items():
+            if ts < 0:
+                raise ValueError(f"timestamp {ts} for {tp}: must be >= 0 (ms since the epoch)")
+            want[TopicPartition(*tp)] = int(ts)
+        found = self._list_offsets(want, with_timestamps=True)
+        return {tp: OffsetAndTimestamp(*found[tp]) if found[tp][0] >= 0 else None for tp in want}
+
     def pause(self, *partitions: TopicPartition) -> None:
         for tp in partitions:
             self._state(tp).paused = True
@@ -332,9 +345,11 @@ class Consumer:
             st = self._subs.assignment[tp]
             self._set_position(st, offset)
 
-    def _list_offsets(self, want: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff)."""
-        out: dict[TopicPartition, int] = {}
+    def _list_offsets(self, want: dict[TopicPartition, int], with_timestamps: bool = False
+                      ) -> dict[TopicPartition, Any]:
+        """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff): tp ->
+        offset, or (offset, timestamp) with_timestamps (-1 offset: no record that late)."""
+        out: dict[TopicPartition, Any] = {}
         deadline = _now_ms() + self.request_timeout_ms
         todo = dict(want)
         while todo:
@@ -354,7 +369,7 @@ class Consumer:
                     if tp not in todo:
                         continue
                     if p.error_code == 0:
-                        out[tp] = p.offset
+                        out[tp] = (p.offset, p.timestamp) if with_timestamps else p.offset
                         del todo[tp]
                         continue
                     err = errors.for_code(p.error_code, p.error_message, topic=tp.topic,

@@ -22,6 +22,13 @@ class RecordMetadata(NamedTuple):
     timestamp: int          # ms: the record's create time, or the log-append time
 
 
+class OffsetAndTimestamp(NamedTuple):
+    """What `Consumer.offsets_for_times` finds: the first offset whose timestamp is >= the one
+    asked for, and that record's timestamp (ms)."""
+    offset: int
+    timestamp: int
+
+
 class ConsumerRecord(NamedTuple):
     topic: str
     partition: int
