@@ -132,3 +132,164 @@ def sdk_records(bootstrap, tps: Iterable[TopicPartition], timeout_s: float = 120
                 out += recs
     out = [r for r in out if r.offset < ends[TopicPartition(r.topic, r.partition)]]
     return sorted(out, key=lambda r: (r.topic, r.partition, r.offset))
+
+
+# -- jobs and spark-submit ----------------------------------------------------------------------
+
+JOBS = REPO / "jobs"
+
+
+def load_job(name: str):
+    """A job module of jobs/ (its siblings importable, as spark-submit makes them)."""
+    import importlib
+    if str(JOBS) not in sys.path:
+        sys.path.insert(0, str(JOBS))
+    return importlib.import_module(name)
+
+
+def spark_submit(args: list[str], log_path: pathlib.Path, conf: dict | None = None,
+                 env: dict | None = None, master: str = "local[2]") -> subprocess.Popen:
+    """Start `spark-submit` (this venv's pyspark) in a process group of its own (so a test can
+    kill the driver and everything it started), output to log_path."""
+    cmd = [str(pathlib.Path(sys.executable).parent / "spark-submit"), "--master", master,
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4"]
+    for k, v in (conf or {}).items():
+        cmd += ["--conf", f"{k}={v}"]
+    cmd += args
+    log = open(log_path, "ab")
+    try:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=spark_env(env), cwd=str(log_path.parent),
+                                start_new_session=True)
+    finally:
+        log.close()
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process started with start_new_session and everything in its group."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(30)
+
+
+def wait_exit(proc: subprocess.Popen, timeout_s: float, log_path: pathlib.Path) -> int:
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        tail = log_path.read_text(errors="replace")[-3000:]
+        raise AssertionError(f"{proc.args[0]} did not finish in {timeout_s} s:\n{tail}") from None
+
+
+def generate_clicks(bootstrap_option: str, topic: str, truth: pathlib.Path, *extra: str,
+                    wait: bool = True) -> subprocess.Popen:
+    """loadgen.clickstream as a process (a synthetic clock from 2026-11-25T00:00:00Z)."""
+    cmd = [sys.executable, "-m", "loadgen.clickstream", "--bootstrap-server", bootstrap_option,
+           "--topic", topic, "--start", "2026-11-25T00:00:00Z", "--truth", str(truth), *extra]
+    proc = subprocess.Popen(cmd, cwd=str(REPO), stdin=subprocess.DEVNULL, start_new_session=True)
+    if wait:
+        try:
+            assert proc.wait(300) == 0, f"{cmd} failed"
+        finally:
+            if proc.poll() is None:
+                kill_group(proc)
+    return proc
+
+
+def output_counts(spark, path) -> dict:
+    """(page, minute start in ms) -> views, read through Spark (it follows _spark_metadata)."""
+    rows = spark.read.parquet(str(path)).selectExpr(
+        "page", "unix_millis(minute) AS minute_ms", "views").collect()
+    out: dict = {}
+    for r in rows:
+        k = (r["page"], r["minute_ms"])
+        assert k not in out, f"{k} written twice"
+        out[k] = r["views"]
+    return out
+
+
+def truth_counts(truth: dict) -> dict:
+    return {(c["page"], c["minute_ms"]): c["views"] for c in truth["per_page_minute"]}
+
+
+# -- a standalone cluster ------------------------------------------------------------------------
+
+class StandaloneCluster:
+    """A Spark standalone master and workers on 127.0.0.1, started from the pyspark package's
+    own bin/spark-class (pip's pyspark has no sbin/start-*.sh), each in a process group of its
+    own; `stop()` ends them (and the executors they started) by PID."""
+
+    def __init__(self, tmp: pathlib.Path, workers: int = 2, cores: int = 1, memory: str = "1g"):
+        from deploy.process import free_ports
+        self.tmp = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.port, self.ui_port, *self.worker_ui_ports = free_ports(2 + workers)
+        self.workers = workers
+        self.cores = cores
+        self.memory = memory
+        self.procs: list[subprocess.Popen] = []
+        import pyspark
+        self.env = spark_env({"SPARK_HOME": str(pathlib.Path(pyspark.__file__).parent),
+                              "SPARK_LOG_DIR": str(tmp / "logs"), "SPARK_PID_DIR": str(tmp),
+                              "SPARK_WORKER_OPTS": "-Dspark.worker.cleanup.enabled=false"})
+        # executors must find the SDK only in what the job ships
+        for k in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+            self.env.pop(k, None)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _spark_class(self, name: str, args: list[str], log: str) -> subprocess.Popen:
+        cmd = [str(pathlib.Path(sys.executable).parent / "spark-class"), name, *args]
+        out = open(self.tmp / log, "ab")
+        try:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=self.env, cwd=str(self.tmp),
+                                    start_new_session=True)
+        finally:
+            out.close()
+        self.procs.append(proc)
+        return proc
+
+    def state(self) -> dict:
+        import json
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+            return json.load(r)
+
+    def start(self, timeout_s: float = 120) -> "StandaloneCluster":
+        self._spark_class("org.apache.spark.deploy.master.Master",
+                          ["--host", "127.0.0.1", "--port", str(self.port),
+                           "--webui-port", str(self.ui_port)], "master.log")
+        for i in range(self.workers):
+            work = self.tmp / f"worker-{i}"
+            work.mkdir()
+            self._spark_class("org.apache.spark.deploy.worker.Worker",
+                              [self.master_url, "--host", "127.0.0.1", "--cores", str(self.cores),
+                               "--memory", self.memory, "--webui-port",
+                               str(self.worker_ui_ports[i]), "--work-dir", str(work)],
+                              f"worker-{i}.log")
+
+        def all_alive():
+            if any(p.poll() is not None for p in self.procs):
+                raise AssertionError(f"a Spark daemon exited; logs in {self.tmp}")
+            try:
+                return self.state().get("aliveworkers") == self.workers
+            except OSError:
+                return False
+        wait_for(all_alive, timeout_s, f"{self.workers} workers registered with the master",
+                 interval_s=0.5)
+        return self
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            stop_process(proc)
+
+    def __enter__(self) -> "StandaloneCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -31,6 +31,7 @@ startingOffsets / endingOffsets.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -219,8 +220,8 @@ READ_OPTIONS = ("bootstrap.servers", "subscribe", "subscribePattern", "assign", 
                 "startingOffsetsByTimestampStrategy", "maxOffsetsPerTrigger", "minPartitions",
                 "failOnDataLoss", "pollTimeoutMs", "maxRecordsPerBatch")
 WRITE_OPTIONS = ("bootstrap.servers", "topic")
-# Spark passes these to sinks and sources on its own; they are not ours to check.
-SPARK_OPTIONS = ("path", "checkpointlocation")
+# Spark passes these to sinks and sources on its own.
+SPARK_OPTIONS = ("path", "checkpointlocation", "queryname")
 _JSON_FORM = '{"topic":{"0":23,"1":-2}}'
 
 
@@ -229,12 +230,16 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def _check_known(opts: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
+    """Other options are ignored, as Spark's Kafka source ignores them (Spark passes some of its
+    own, e.g. queryName); one that looks like a misspelt option of ours is an error."""
     names = {k.lower(): k for k in known}
     for key in opts:
         if key in names or key in SPARK_OPTIONS or key.startswith("riverbed."):
             continue
-        raise OptionError(f"unknown option {key!r} for a riverbed {what} (known: "
-                          f"{', '.join(known)}, and riverbed.<SDK setting>)")
+        close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.85)
+        if close:
+            raise OptionError(f"unknown option {key!r} for a riverbed {what}: did you mean "
+                              f"{names[close[0]]}?")
 
 
 def _bootstrap(opts: Mapping[str, str]) -> tuple[str, ...]:

@@ -1,0 +1,1 @@
+"""Spark jobs over Riverbed topics (spark-submit scripts); see README "Spark"."""
