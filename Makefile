@@ -11,7 +11,8 @@ RUN_DIR ?= run
 BASE_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: all install system venv proto test test-unit test-integration run bench lint clean
+.PHONY: all install system venv proto test test-unit test-integration test-spark run bench \
+	spark-bench spark-env lint clean
 
 all: test
 
@@ -30,7 +31,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c requirements.lock -e '.[dev]'
+	$(PY) -m pip install -q -c requirements.lock -e '.[dev,spark]'
 	@touch $(STAMP)
 
 # Regenerate the protobuf code from proto/ (tests/unit/test_proto_fresh.py fails when stale).
@@ -50,12 +51,25 @@ test-unit: venv
 test-integration: install
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
+# The Spark ring alone: the riverbed data source, the jobs and a standalone cluster against a real
+# fleet (one local SparkSession for the run). `make test` runs it too.
+test-spark: install
+	$(PY) -m pytest -m spark tests/spark $(PYTEST_ARGS)
+
 # A local fleet in the foreground, state under $(RUN_DIR)/; Ctrl-C stops all of it.
 run: install
 	$(VENV)/bin/riverbed fleet up --data-dir $(RUN_DIR) --base-port $(BASE_PORT)
 
 bench: install
 	$(PY) -m loadgen.bench $(BENCH_ARGS)
+
+# Spark reading and writing 2,000,000 records beside one SDK consumer and producer.
+spark-bench: install
+	$(PY) -m loadgen.spark_bench $(BENCH_ARGS)
+
+# The SDK packed for executors (spark-submit --archives dist/riverbed-spark-env.zip#environment).
+spark-env: install
+	$(PY) -m jobs.pack_env --output dist/riverbed-spark-env.zip
 
 clean:
 	rm -rf $(RUN_DIR) .pytest_cache
