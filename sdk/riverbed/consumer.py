@@ -542,7 +542,7 @@ class Consumer:
                 err, self._pending_error = self._pending_error, None
                 raise err
             if self._group is not None:
-                self._group.poll(deadline)   # join/rebalance, heartbeat, auto-commit, committed
+                self._group.poll(deadline - _now_ms())   # join/rebalance, heartbeat, auto-commit, committed
             missing = [tp for tp, st in self._subs.assignment.items() if st.position is None]
             if missing:
                 self._update_positions(missing)

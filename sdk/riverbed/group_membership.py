@@ -327,14 +327,15 @@ class GroupMembership:
         self._consumer._subs.assign(())
 
     # -- the poll hook ---------------------------------------------------------------------
-    def poll(self, deadline_ms: float) -> None:
+    def poll(self, timeout_ms: float) -> None:
         """Called by Consumer.poll() before it drains/fetches: completes async commits, joins
         when needed, heartbeats and auto-commits when due, and initialises the positions of newly
-        assigned partitions from the committed offsets."""
+        assigned partitions from the committed offsets. `timeout_ms` is what is left of the
+        caller's poll; the deadline is taken on this object's own clock (never mix clocks)."""
         self._drain_async_commits()
         if self.subscribed:
             if self.rejoin_needed or self.state is not MemberState.STABLE:
-                if not self.ensure_active_group(deadline_ms):
+                if not self.ensure_active_group(self._clock() + max(timeout_ms, 0)):
                     return
             now = self._clock()
             if now >= self._next_heartbeat_ms:

@@ -178,7 +178,8 @@ class FakeGroupService:
 
 class Clock:
     def __init__(self):
-        self.t = 1_000_000.0
+        # far above any monotonic clock in ms: a deadline taken on another clock shows at once
+        self.t = 1e12
 
     def __call__(self):
         return self.t
@@ -329,7 +330,7 @@ def test_join_errors_retried_unknown_member_resets_and_fatal_ones_raise():
     c, _ = make(svc)
     c.subscribe([TOPIC])
     svc.errors[ApiKey.JOIN_GROUP] = [E.Value("COORDINATOR_LOAD_IN_PROGRESS"), E.Value("NOT_COORDINATOR")]
-    c.poll(timeout_ms=0)
+    c.poll(timeout_ms=1000)        # retried within the poll's time (the fake clock stands still)
     assert c._group.state is MemberState.STABLE
     assert svc.apis().count("JOIN_GROUP") == 3
     assert svc.apis().count("FIND_COORDINATOR") == 2      # rediscovered after NOT_COORDINATOR
