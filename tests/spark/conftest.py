@@ -2,7 +2,8 @@
 the whole run (a SparkSession costs seconds and a JVM; two cores are shared).
 
 - `fleet`: ZooKeeper, a controller, three storage nodes and a gateway (no group roles: the
-  source and sink use none), on free ports of 127.0.0.1; stopped by PID at the end.
+  source and sink use none), on free ports of 127.0.0.1, retention checked every 500 ms;
+  stopped by PID at the end.
 - `bootstrap`: the gateway, as a list for the SDK; `bootstrap_option`: as the
   `bootstrap.servers` option.
 - `spark`: local[2] with the `riverbed` format registered; stopped (and its JVM ended) at the
@@ -31,7 +32,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory):
     f = Fleet(tmp_path_factory.mktemp("spark-fleet"), free_base_port(), storage_nodes=3,
-              controllers=1, gateways=1, counts={"group_coordinator": 0, "offset_manager": 0})
+              controllers=1, gateways=1, counts={"group_coordinator": 0, "offset_manager": 0},
+              # retention runs often: a test has old segments deleted
+              config_overrides={"storage_node": {"log.retention.check.interval.ms": "500"}})
     with f:
         f.up()
         yield f

@@ -132,3 +132,48 @@ def test_bad_options_fail_before_any_task_runs(spark, bootstrap_option, topics, 
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
     assert list(sc.statusTracker().getJobIdsForGroup(group)) == []
+
+
+def test_log_append_time_topics_say_so(spark, bootstrap, bootstrap_option):
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic("read-lat", 1, 2,
+                                      configs={"message.timestamp.type": "LogAppendTime"})])
+    wait_for_leaders(bootstrap, "read-lat", 1)
+    with Producer(bootstrap, acks="all") as p:
+        p.send_many("read-lat", [b"x%d" % i for i in range(50)], timestamp_ms=T0)
+        p.flush(30)
+    expected = sdk_rows(sdk_records(bootstrap, [TopicPartition("read-lat", 0)]))
+    df = reader(spark, bootstrap_option, subscribe="read-lat")
+    assert spark_rows(df) == expected
+    assert all(r[5] > T0 for r in expected)                 # the log's time, not the producer's
+    assert {r[0] for r in df.select("timestampType").collect()} == {1}
+
+
+def test_deleted_records_fail_the_read_or_are_skipped(spark, bootstrap, bootstrap_option):
+    """Retention deletes the oldest segments: a read that asks for them fails with
+    failOnDataLoss=true and starts at the log start with false."""
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic("read-retained", 1, 2, configs={
+            "segment.bytes": "4096", "retention.bytes": "8192", "file.delete.delay.ms": "0"})])
+    wait_for_leaders(bootstrap, "read-retained", 1)
+    tp = TopicPartition("read-retained", 0)
+    with Producer(bootstrap, acks="all", batch_size=1024) as p:
+        for i in range(1000):
+            p.send("read-retained", b"r-%04d" % i, partition=0)
+        p.flush(30)
+
+    def log_start():
+        from riverbed import Consumer
+        with Consumer(bootstrap=bootstrap) as c:
+            return c.beginning_offsets([tp])[tp]
+    from spark_helpers import wait_for
+    start = wait_for(log_start, 60, "retention to delete the first segments")
+    starting = json.dumps({"read-retained": {"0": 0}})
+    with pytest.raises(Exception, match=r"read-retained-0: offsets 0 to \d+ are no longer in "
+                                        r"the log.*failOnDataLoss"):
+        reader(spark, bootstrap_option, subscribe="read-retained",
+               startingOffsets=starting).count()
+    got = spark_rows(reader(spark, bootstrap_option, subscribe="read-retained",
+                            startingOffsets=starting, failOnDataLoss="false"))
+    assert got == sdk_rows(sdk_records(bootstrap, [tp]))
+    assert got[0][2] >= start > 0 and got[-1][2] == 999

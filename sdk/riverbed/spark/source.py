@@ -42,8 +42,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from riverbed.spark.arrow import check_write_schema, empty_batch, records_to_batch, write_columns
-from riverbed.spark.clients import OffsetReader, RecordWriter, read_range, report_data_loss
+from riverbed.spark.arrow import check_write_schema, empty_batch, records_to_batches, write_columns
+from riverbed.spark.clients import (
+    OffsetReader,
+    RecordWriter,
+    gc_paused,
+    read_range,
+    report_data_loss,
+)
 from riverbed.spark.offsets import (
     OffsetRange,
     batch_ranges,
@@ -108,7 +114,11 @@ def _read(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBat
                               max_records=opts.max_records_per_batch,
                               poll_timeout_ms=opts.poll_timeout_ms,
                               fail_on_data_loss=opts.fail_on_data_loss):
-        yield records_to_batch(records, r.topic, r.partition, partition.timestamp_type)
+        with gc_paused():
+            batches = list(records_to_batches(records, r.topic, r.partition,
+                                              partition.timestamp_type))
+        del records
+        yield from batches
 
 
 def _input_partitions(ranges: list[OffsetRange], types: dict[str, int]) -> list[RangePartition]:
