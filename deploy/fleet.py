@@ -10,7 +10,10 @@ State directory D (reused by the next `up`, which restarts on the same data):
 
 Port plan from base port P (see ROLES): gateway-1 on P, ZooKeeper on P+1, gateway-i (i >= 2) on
 P+i, controller-i on P+9+i with its PUB on P+19+i, group-coordinator-i on P+29+i,
-offset-manager-i on P+39+i, storage-i (broker.id i) on P+100+i.
+offset-manager-i on P+39+i, storage-i (broker.id i) on P+100+i. Each service's Prometheus
+endpoint (`metrics.port`) is its port + 200: gateway-1 on P+200, storage-i on P+300+i, ...;
+`status()` gives each process's `metrics_endpoint`, and `write_prometheus_config()` writes
+D/prometheus.yml naming them all (role, name and host as labels).
 
 Python API (tests use it; the CLI in deploy/fleet_cli.py is a thin layer over it):
 
@@ -40,6 +43,7 @@ from typing import Any
 
 from deploy.process import (LaunchError, free_port_block, is_alive, is_ours, port_accepts, send_signal, spawn,
                             stop_all, wait_for)
+from deploy.prometheus import scrape_config, target_of
 from deploy.zookeeper import ZooKeeperServer, ruok
 
 log = logging.getLogger(__name__)
@@ -93,10 +97,16 @@ def _zk_keys(ctx: ConfigContext) -> dict[str, str]:
             "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
 
 
+def _metrics_keys(ctx: ConfigContext) -> dict[str, str]:
+    port = ctx.ports.get("metrics.port")
+    return {} if port is None else {"metrics.port": str(port)}
+
+
 def _controller_config(ctx: ConfigContext) -> dict[str, str]:
     storage = ctx.role_counts.get("storage_node", 0)
     return {"controller.id": str(ctx.index), "host.name": ctx.host,
             "port": str(ctx.ports["port"]), "pub.port": str(ctx.ports["pub.port"]),
+            **_metrics_keys(ctx),
             **_zk_keys(ctx),
             "num.partitions": "1",
             # As many replicas as the fleet has storage nodes, at most 3 (Kafka's usual choice).
@@ -106,7 +116,7 @@ def _controller_config(ctx: ConfigContext) -> dict[str, str]:
 
 def _storage_config(ctx: ConfigContext) -> dict[str, str]:
     return {"broker.id": str(ctx.index), "host.name": ctx.host, "port": str(ctx.ports["port"]),
-            "log.dirs": str(ctx.workdir / "logs"), **_zk_keys(ctx),
+            **_metrics_keys(ctx), "log.dirs": str(ctx.workdir / "logs"), **_zk_keys(ctx),
             # `fleet down` stops every storage node at once, so controlled shutdown cannot move
             # leaderships anywhere and each node retries controlled.shutdown.max.retries times;
             # Kafka's 5000 ms backoff would outlast the launcher's stop grace. 1000 ms keeps a
@@ -116,7 +126,7 @@ def _storage_config(ctx: ConfigContext) -> dict[str, str]:
 
 def _gateway_config(ctx: ConfigContext) -> dict[str, str]:
     return {"gateway.id": str(ctx.index), "host.name": ctx.host, "port": str(ctx.ports["port"]),
-            **_zk_keys(ctx)}
+            **_metrics_keys(ctx), **_zk_keys(ctx)}
 
 
 # __consumer_offsets partitions (shards) in a local fleet: Kafka's default is 50; 10 keeps the
@@ -133,12 +143,12 @@ def _offsets_topic_keys(ctx: ConfigContext) -> dict[str, str]:
 
 def _group_coordinator_config(ctx: ConfigContext) -> dict[str, str]:
     return {"group.coordinator.id": str(ctx.index), "host.name": ctx.host,
-            "port": str(ctx.ports["port"]), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
+            "port": str(ctx.ports["port"]), **_metrics_keys(ctx), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
 
 
 def _offset_manager_config(ctx: ConfigContext) -> dict[str, str]:
     return {"offset.manager.id": str(ctx.index), "host.name": ctx.host,
-            "port": str(ctx.ports["port"]), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
+            "port": str(ctx.ports["port"]), **_metrics_keys(ctx), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
 
 
 # Start order is this order; stop order is the reverse (gateways first, controllers last),
@@ -157,11 +167,12 @@ ROLES: dict[str, RoleSpec] = {spec.role: spec for spec in (
 )}
 
 
-PORT_SPAN = 200  # P .. P+199 hold every planned port
+METRICS_PORT_OFFSET = 200   # a service's metrics.port is its port + 200
+PORT_SPAN = 400  # P .. P+399 hold every planned port
 
 
 def free_base_port(host: str = "127.0.0.1") -> int:
-    """A base port whose whole plan (P .. P+199) is free now: for tests."""
+    """A base port whose whole plan (P .. P+399) is free now: for tests."""
     return free_port_block(PORT_SPAN, host)
 
 
@@ -312,7 +323,7 @@ class Fleet:
     def _plan(self) -> dict[str, ProcessRecord]:
         """The processes this fleet is made of, in start order (configs are not written yet)."""
         if not 1 <= self.base_port or self.base_port + PORT_SPAN > 65535:
-            raise FleetError(f"base port {self.base_port} leaves no room for the port plan (P..P+199)")
+            raise FleetError(f"base port {self.base_port} leaves no room for the port plan (P..P+399)")
         plan: dict[str, ProcessRecord] = {}
         zk = self._zk_server()
         try:
@@ -327,11 +338,13 @@ class Fleet:
             for i in range(1, self.counts[role] + 1):
                 name = f"{spec.prefix}-{i}"
                 ports = {k: self.base_port + off for k, off in spec.port_offsets(i).items()}
+                ports["metrics.port"] = ports["port"] + METRICS_PORT_OFFSET
                 workdir = self.data_dir / name
                 cfg_path = workdir / f"{name}.properties"
                 extra = {"ports": ports}
                 if "pub.port" in ports:
                     extra["pub_endpoint"] = f"tcp://{self.host}:{ports['pub.port']}"
+                extra["metrics_endpoint"] = f"http://{self.host}:{ports['metrics.port']}/metrics"
                 plan[name] = ProcessRecord(
                     name=name, role=role, id=i, port=ports["port"],
                     endpoint=f"tcp://{self.host}:{ports['port']}",
@@ -359,6 +372,19 @@ class Fleet:
             (self.data_dir / name).mkdir(parents=True, exist_ok=True)
             _write_properties(pathlib.Path(rec.config), props,
                               f"{name} ({rec.role}) of the fleet in {self.data_dir}")
+        self.write_prometheus_config()
+
+    @property
+    def prometheus_config_path(self) -> pathlib.Path:
+        return self.data_dir / "prometheus.yml"
+
+    def write_prometheus_config(self) -> pathlib.Path:
+        """D/prometheus.yml: every service's metrics endpoint, labelled by role, name, host."""
+        targets = [target_of(r.name, r.role, r.extra["metrics_endpoint"], self.host)
+                   for r in self._records.values() if r.extra.get("metrics_endpoint")]
+        path = self.prometheus_config_path
+        path.write_text(scrape_config(targets))
+        return path
 
     def _load_or_plan(self) -> None:
         self._records = self._plan()
@@ -556,6 +582,7 @@ class Fleet:
             alive = self._alive(rec)
             procs.append({"name": rec.name, "role": rec.role, "id": rec.id,
                           "pid": rec.pid if alive else None, "endpoint": rec.endpoint,
+                          "metrics_endpoint": rec.extra.get("metrics_endpoint"),
                           "up": alive and self.is_up(rec.name)})
         controller, partitions = None, []
         zk_up = any(p["up"] for p in procs if p["role"] == ZK_ROLE)

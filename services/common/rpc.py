@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import contextvars
 import itertools
 import logging
 import random
+import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Iterable, Sequence
 
@@ -41,6 +44,7 @@ from riverbed import errors
 from riverbed._proto.v1 import header_pb2
 from riverbed.wire.apis import api_name
 from riverbed.wire.dealer import DEFAULT_HWM, configure_dealer
+from services.common.metrics_core import RequestMetrics
 from riverbed.wire.framing import (
     CORRUPT_MESSAGE,
     INVALID_REQUEST,
@@ -60,7 +64,7 @@ from riverbed.wire.framing import (
 
 __all__ = [
     "Handler", "Reply", "RpcServer", "ServerStatistics", "AsyncChannel", "ChannelPool",
-    "Publisher", "Subscriber", "Request", "Response",
+    "Publisher", "Subscriber", "Request", "Response", "remote_wait",
 ]
 
 log = logging.getLogger(__name__)
@@ -88,6 +92,26 @@ class ServerStatistics:
     replies_dropped: int
     envelope_errors: int       # error replies: bad frames, unknown api/version, oversize, failures
     handler_failures: int      # handlers raising something other than errors.KafkaError
+
+
+# Seconds a request's handler spent waiting on others (followers' fetches for acks=all, new data
+# for a long-polled fetch): Kafka's "remote time". One cell per request task (see remote_wait).
+_REMOTE: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
+    "riverbed_rpc_remote", default=None)
+
+
+@contextlib.contextmanager
+def remote_wait():
+    """Count the time inside as the current request's remote time (a no-op outside a request)."""
+    cell = _REMOTE.get()
+    if cell is None:
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        cell[0] += time.perf_counter() - t0
 
 
 def _span_parent(tc: header_pb2.TraceContext):
@@ -119,7 +143,8 @@ class RpcServer:
                  socket_request_max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  queued_max_requests: int = 500,
                  context: zmq.asyncio.Context | None = None,
-                 tracer_provider: trace.TracerProvider | None = None):
+                 tracer_provider: trace.TracerProvider | None = None,
+                 metrics: RequestMetrics | None = None):
         if queued_max_requests < 1:
             raise ValueError("queued_max_requests must be >= 1")
         self.name = name
@@ -152,6 +177,8 @@ class RpcServer:
         self._dropped = 0
         self._envelope_errors = 0
         self._handler_failures = 0
+        # Per-API counts and time split (queue, local, remote, send); None: not measured.
+        self.metrics = metrics
 
     def statistics(self) -> ServerStatistics:
         return ServerStatistics(self._received, len(self._tasks), self._sent, self._dropped,
@@ -211,7 +238,7 @@ class RpcServer:
                 except zmq.Again:
                     return
                 self._received += 1
-                task = loop.create_task(handle(frames))
+                task = loop.create_task(handle(frames, time.perf_counter()))
                 tasks.add(task)
                 task.add_done_callback(done)
         except zmq.ZMQError as e:
@@ -227,7 +254,8 @@ class RpcServer:
         if len(tasks) == self._queued_max_requests - 1:
             self._schedule_drain()      # the reader may have stopped at the limit
 
-    async def _handle(self, frames: list) -> None:
+    async def _handle(self, frames: list, received: float = 0.0) -> None:
+        started = time.perf_counter()
         identity = frames[0]
         msg = frames[1:]
         total = 0
@@ -251,6 +279,10 @@ class RpcServer:
             self._error(identity, corr, api, INVALID_REQUEST,
                         f"{api_name(api)} is not served by {self.name}")
             return
+        metrics = self.metrics
+        remote = [0.0]
+        if metrics is not None:
+            _REMOTE.set(remote)          # this task's own context: one cell per request
         try:
             if req.header.HasField("trace"):
                 reply = await self._traced(handler, req)
@@ -258,6 +290,8 @@ class RpcServer:
                 reply = await handler(req)
         except errors.KafkaError as e:
             self._error(identity, corr, api, e.code, e.message or e.name)
+            if metrics is not None:
+                metrics.error(api_name(api), e.name)
             return
         except asyncio.CancelledError:
             raise
@@ -267,10 +301,24 @@ class RpcServer:
                           api_name(api), corr, req.header.client_id)
             self._error(identity, corr, api, UNKNOWN_SERVER_ERROR,
                         f"{type(e).__name__} in {api_name(api)} handler")
+            if metrics is not None:
+                metrics.error(api_name(api), "UNKNOWN_SERVER_ERROR")
             return
         if reply is None:
+            if metrics is not None:
+                done = time.perf_counter()
+                metrics.record(api_name(api), started - received,
+                               done - started - remote[0], remote[0], 0.0, req.header.client_id)
             return
+        if metrics is None:
+            self._send(identity, encode_response(corr, api, reply.body, reply.payloads))
+            return
+        handled = time.perf_counter()
         self._send(identity, encode_response(corr, api, reply.body, reply.payloads))
+        sent = time.perf_counter()
+        metrics.record(api_name(api), started - received if received else 0.0,
+                       handled - started - remote[0], remote[0], sent - handled,
+                       req.header.client_id)
 
     async def _traced(self, handler: Handler, req: Request) -> Reply | None:
         parent = _span_parent(req.header.trace)

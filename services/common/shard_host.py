@@ -43,7 +43,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from riverbed import errors
-from riverbed._proto.v1 import controller_pb2, fetch_pb2, header_pb2, metadata_pb2, produce_pb2
+from riverbed._proto.v1 import (controller_pb2, fetch_pb2, header_pb2, list_offsets_pb2, metadata_pb2,
+                                 produce_pb2)
 from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC, StoredRecord
 from riverbed.records import build_batch, decode_batch, iter_batches
 from services.common import rpc, zk, znodes
@@ -423,6 +424,43 @@ class ShardHost:
                                  E.LEADER_NOT_AVAILABLE):
                 self.refresh_metadata_soon()
         return pr.error_code, pr.base_offset
+
+    async def latest_offsets(self, partitions: Iterable[tuple[str, int]], timeout_ms: int
+                             ) -> dict[tuple[str, int], int]:
+        """Each partition's latest offset (its high watermark: LIST_OFFSETS as a consumer),
+        asked of its leader; partitions without a known leader or answering an error are left
+        out."""
+        by_leader: dict[str, list[tuple[str, int]]] = {}
+        for topic, p in partitions:
+            t = self._topics.get(topic)
+            if t is None:
+                continue
+            for pm in t.partitions:
+                if pm.partition == p and pm.leader >= 0 and pm.leader in self._brokers:
+                    by_leader.setdefault(self._brokers[pm.leader], []).append((topic, p))
+        out: dict[tuple[str, int], int] = {}
+
+        async def ask(endpoint: str, tps: list[tuple[str, int]]) -> None:
+            req = list_offsets_pb2.ListOffsetsRequest(replica_id=-1)
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in tps:
+                by_topic.setdefault(topic, []).append(p)
+            for topic, ps in by_topic.items():
+                req.topics.add(name=topic, partitions=[
+                    list_offsets_pb2.ListOffsetsPartition(partition=p, timestamp=-1) for p in ps])
+            try:
+                resp = await self._pool.get(endpoint).call(ApiKey.LIST_OFFSETS, req,
+                                                           timeout_ms=timeout_ms)
+            except (errors.KafkaError, OSError) as e:
+                self.log.debug("LIST_OFFSETS to %s failed: %r", endpoint, e)
+                return
+            for t in resp.body.topics:
+                for pr in t.partitions:
+                    if pr.error_code == E.NONE:
+                        out[(t.name, pr.partition)] = pr.offset
+
+        await asyncio.gather(*(ask(ep, tps) for ep, tps in by_leader.items()))
+        return out
 
     # -- metadata -------------------------------------------------------------------------
     def leader_endpoint(self, shard: int) -> str | None:

@@ -18,6 +18,8 @@ class ShardedRoleConfig:
     (frozen, slots, kw_only), adds its id and keys and sets its own `port` default."""
     host_name: str = "127.0.0.1"
     port: int = 0                    # each role sets its default (9095, 9096)
+    # Prometheus text endpoint on host.name (http://host:port/metrics): 0 picks a free port, -1 none.
+    metrics_port: int = 0
     zookeeper_connect: str = "127.0.0.1:2181/riverbed"
     zookeeper_session_timeout_ms: int = 6000
     zookeeper_connection_timeout_ms: int = 6000
@@ -48,6 +50,9 @@ class ShardedRoleConfig:
         checks its own keys."""
         if not 0 < self.port < 65536:
             raise ValueError(f"port={self.port}: not a TCP port")
+        if not -1 <= self.metrics_port < 65536:
+            raise ValueError(f"metrics.port={self.metrics_port}: must be -1 (none), 0 (any free "
+                             "port) or a TCP port")
         if self.offsets_topic_num_partitions < 1:
             raise ValueError("offsets.topic.num.partitions must be >= 1")
         if self.offsets_topic_replication_factor < 1:

@@ -23,6 +23,8 @@ from typing import Any
 
 from riverbed.coordinator.offsets_topic import StoredRecord
 from services.common import rpc
+from services.common.metrics_core import RequestMetrics
+from services.common.telemetry import Telemetry
 from services.common.shard_host import ShardHost, ShardHostConfig
 from services.common.sharded_role import (
     AppendRecords, Reply, ShardedRoleConfig, ShardLoadCompleted, ShardLoadStarted, ShardUnloaded,
@@ -62,6 +64,8 @@ class ShardedService:
         self._waiters: dict[int, asyncio.Future] = {}
         self._next_request_id = 1
         self._writes: set[asyncio.Task] = set()
+        self.request_metrics = RequestMetrics()
+        self.telemetry: Telemetry | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -69,13 +73,30 @@ class ShardedService:
         server = rpc.RpcServer(cfg.endpoint, {api: self._request for api in self.apis},
                                name=self.name,
                                socket_request_max_bytes=cfg.socket_request_max_bytes,
-                               queued_max_requests=cfg.queued_max_requests)
+                               queued_max_requests=cfg.queued_max_requests,
+                               metrics=self.request_metrics if cfg.metrics_port >= 0 else None)
+        role = self.name.rsplit("-", 1)[0].replace("-", "_")
+        self.telemetry = Telemetry(role, self.host.config.instance_id, host=cfg.host_name,
+                                   port=cfg.metrics_port)
+        prefix = "riverbed." + role
+        rm = self.request_metrics
+        self.telemetry.counter(f"{prefix}.requests", rm.requests_obs, description="requests per API")
+        self.telemetry.counter(f"{prefix}.request.time", rm.time_obs, unit="s",
+                               description="time on requests per API and phase (commit latency: "
+                                           "OFFSET_COMMIT, remote = the write to the log)")
+        self.telemetry.counter(f"{prefix}.request.errors", rm.errors_obs,
+                               description="error answers per API and error")
+        self.telemetry.gauge(f"{prefix}.shards", lambda: [(len(self.host.owned_shards()), {})],
+                             description="__consumer_offsets partitions this instance owns")
+        self.register_metrics(self.telemetry)
+        self.telemetry.start()
         try:
             await self.host.start()
             async with asyncio.TaskGroup() as tg:
                 tasks = [tg.create_task(server.serve(), name="rpc"),
                          tg.create_task(self.host.run(), name="shards"),
                          tg.create_task(self._tick_loop(), name="tick")]
+                tasks += [tg.create_task(coro) for coro in self.background()]
                 log.info("[%s] serving on %s", self.name, server.bound_endpoint)
                 await stop.wait()
                 log.info("[%s] stopping", self.name)
@@ -85,7 +106,15 @@ class ShardedService:
             for t in list(self._writes):
                 t.cancel()
             await server.close()
+            self.telemetry.shutdown()
             await self.host.close()
+
+    def register_metrics(self, tel: Telemetry) -> None:
+        """The role's own instruments (groups per state, lag, ...)."""
+
+    def background(self) -> list:
+        """The role's own background coroutines, run beside the server until stop."""
+        return []
 
     # -- the core's door ------------------------------------------------------------------
     def _perform(self, effects) -> None:
@@ -117,7 +146,9 @@ class ShardedService:
         self._waiters[rid] = fut
         try:
             self._perform(self.core.handle(make_input(rid), now_ms()))
-            return rpc.Reply(await fut)
+            with rpc.remote_wait():    # the log write, or the other members of a rebalance
+                body = await fut
+            return rpc.Reply(body)
         finally:
             self._waiters.pop(rid, None)
 

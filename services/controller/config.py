@@ -10,6 +10,8 @@ class ControllerConfig:
     host_name: str = "127.0.0.1"
     port: int = 9093
     pub_port: int = 9094
+    # Prometheus text endpoint on host.name (http://host:port/metrics): 0 picks a free port, -1 none.
+    metrics_port: int = 0
     zookeeper_connect: str = "127.0.0.1:2181/riverbed"
     zookeeper_session_timeout_ms: int = 6000
     zookeeper_connection_timeout_ms: int = 6000
@@ -34,6 +36,9 @@ class ControllerConfig:
     leader_imbalance_check_interval_seconds: int = 300
 
     def __post_init__(self) -> None:
+        if not -1 <= self.metrics_port < 65536:
+            raise ConfigError(f"metrics.port={self.metrics_port}: must be -1 (none), 0 (any "
+                              "free port) or a TCP port")
         for name in ("port", "pub_port"):
             v = getattr(self, name)
             if not 0 < v < 65536:

@@ -15,6 +15,8 @@ class GatewayConfig:
     gateway_id: int = -1
     host_name: str = "127.0.0.1"
     port: int = 9092
+    # Prometheus text endpoint on host.name (http://host:port/metrics): 0 picks a free port, -1 none.
+    metrics_port: int = 0
     zookeeper_connect: str = "127.0.0.1:2181/riverbed"
     zookeeper_session_timeout_ms: int = 6000
     zookeeper_connection_timeout_ms: int = 6000
@@ -33,6 +35,9 @@ class GatewayConfig:
     queued_max_requests: int = 500
 
     def __post_init__(self) -> None:
+        if not -1 <= self.metrics_port < 65536:
+            raise ConfigError(f"metrics.port={self.metrics_port}: must be -1 (none), 0 (any "
+                              "free port) or a TCP port")
         if self.gateway_id < 0:
             raise ConfigError("gateway.id must be set to a non-negative integer")
         if not (0 < self.port < 65536):

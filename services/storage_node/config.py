@@ -17,6 +17,8 @@ class StorageNodeConfig:
     broker_id: int = -1
     host_name: str = "127.0.0.1"
     port: int = 9101
+    # Prometheus text endpoint on host.name (http://host:port/metrics): 0 picks a free port, -1 none.
+    metrics_port: int = 0
     log_dirs: str = "/tmp/riverbed-logs"
     zookeeper_connect: str = "127.0.0.1:2181/riverbed"
     zookeeper_session_timeout_ms: int = 6000
@@ -89,6 +91,9 @@ class StorageNodeConfig:
     request_timeout_ms: int = 30000
 
     def __post_init__(self) -> None:
+        if not -1 <= self.metrics_port < 65536:
+            raise ConfigError(f"metrics.port={self.metrics_port}: must be -1 (none), 0 (any "
+                              "free port) or a TCP port")
         if self.broker_id < 0:
             raise ConfigError("broker.id must be set to a non-negative integer")
         if not (0 < self.port < 65536):

@@ -83,6 +83,9 @@ class ControllerCore:
         # Nodes that asked for CONTROLLED_SHUTDOWN and are still registered: never elected.
         self.shutting_down: set[int] = set()
         self.next_imbalance_check_ms: int | None = None
+        # Totals for the metrics (Kafka's LeaderElectionRateAndTimeMs, UncleanLeaderElectionsPerSec).
+        self.leader_elections = 0
+        self.unclean_elections = 0
 
     # ---- the surface ----------------------------------------------------------------------
     def handle(self, event: Event, now_ms: int) -> list[Effect]:
@@ -305,16 +308,26 @@ class ControllerCore:
                 candidates = self._prefer_running([r for r in replicas if r in live_isr])
                 if candidates:
                     changes[(t.name, p)] = (candidates[0], st.leader_epoch + 1, live_isr)
+                    self.leader_elections += 1
                 elif unclean and any(r in live for r in replicas):
                     leader = self._prefer_running([r for r in replicas if r in live])[0]
                     log.warning("[%s-%d] unclean leader election: %d (not in the ISR %s) leads; "
                                 "records committed since it fell behind are lost",
                                 t.name, p, leader, list(st.isr))
                     changes[(t.name, p)] = (leader, st.leader_epoch + 1, (leader,))
+                    self.leader_elections += 1
+                    self.unclean_elections += 1
                 elif st.leader != NO_LEADER:
                     # No live in-sync replica: offline. Keep the ISR (see the module doc).
                     changes[(t.name, p)] = (NO_LEADER, st.leader_epoch + 1, st.isr)
         return changes
+
+    def offline_partitions(self) -> int:
+        """Partitions with no leader (Kafka's OfflinePartitionsCount); 0 unless active."""
+        if not self.active:
+            return 0
+        return sum(1 for t in self.topics.values() for p in t.assignment
+                   if (st := t.states.get(p)) is None or st.leader == NO_LEADER)
 
     def _unclean_enabled(self, t: Topic) -> bool:
         raw = t.configs.get("unclean.leader.election.enable")

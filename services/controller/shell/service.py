@@ -32,6 +32,8 @@ from riverbed import errors
 from riverbed._proto.v1 import header_pb2
 from services.common import zk as zkmod
 from services.common import znodes
+from services.common.metrics_core import RequestMetrics
+from services.common.telemetry import Telemetry
 from services.common.rpc import ChannelPool, Publisher, Reply, Request, RpcServer
 from services.controller.config import ControllerConfig
 from services.controller.core.controller import ControllerCore
@@ -92,6 +94,9 @@ class ControllerService:
         # Producer ids: set while active (a fresh one per election), the running block claim.
         self._pid_alloc: ProducerIdAllocator | None = None
         self._pid_claim: asyncio.Task | None = None
+        self.request_metrics = RequestMetrics()
+        self.election_time = [0, 0.0]          # broker changes handled, seconds spent on them
+        self.telemetry: Telemetry | None = None
 
     async def _zk(self, fn, *args, **kw):
         return await self._loop.run_in_executor(self._zk_exec, lambda: fn(*args, **kw))
@@ -117,7 +122,12 @@ class ControllerService:
             handlers = {api: self._handle for api in SERVED_APIS}
             handlers[ApiKey.INIT_PRODUCER_ID] = self._handle_init_producer_id
             self.server = RpcServer(cfg.endpoint, handlers, name=f"controller-{cfg.controller_id}",
-                                    socket_request_max_bytes=cfg.socket_request_max_bytes)
+                                    socket_request_max_bytes=cfg.socket_request_max_bytes,
+                                    metrics=self.request_metrics if cfg.metrics_port >= 0 else None)
+            self.telemetry = Telemetry("controller", cfg.controller_id, host=cfg.host_name,
+                                       port=cfg.metrics_port)
+            self._register_metrics(self.telemetry)
+            self.telemetry.start()
             self.publisher = Publisher(cfg.pub_endpoint)
         except Exception as e:  # noqa: BLE001 - e.g. the port is taken
             log.error("controller %d cannot start: %s", cfg.controller_id, e)
@@ -157,7 +167,34 @@ class ControllerService:
         await self._shutdown()
         return 0
 
+    def _register_metrics(self, tel: Telemetry) -> None:
+        core, rm = self.core, self.request_metrics
+        tel.gauge("riverbed.controller.active_controller_count", lambda: [(int(core.active), {})],
+                  description="1 on the active controller, 0 on standbys (sum: exactly 1)")
+        tel.gauge("riverbed.controller.offline_partitions_count",
+                  lambda: [(core.offline_partitions(), {})],
+                  description="partitions without a leader (the active controller's view)")
+        tel.gauge("riverbed.controller.epoch", lambda: [(core.controller_epoch, {})],
+                  description="the controller epoch this controller last saw or won")
+        tel.counter("riverbed.controller.leader_elections", lambda: [(core.leader_elections, {})],
+                    description="partition leaders elected after a failure (clean or not)")
+        tel.counter("riverbed.controller.unclean_leader_elections",
+                    lambda: [(core.unclean_elections, {})],
+                    description="leaders elected from outside the ISR")
+        tel.counter("riverbed.controller.broker_changes", lambda: [(self.election_time[0], {})],
+                    description="storage node joins and departures handled")
+        tel.counter("riverbed.controller.election.time", lambda: [(self.election_time[1], {})],
+                    unit="s", description="time spent electing leaders after node changes")
+        tel.counter("riverbed.controller.requests", rm.requests_obs, description="requests per API")
+        tel.counter("riverbed.controller.request.time", rm.time_obs, unit="s",
+                    description="time on requests per API and phase")
+        tel.counter("riverbed.controller.request.errors", rm.errors_obs,
+                    description="error answers per API and error")
+
     async def _shutdown(self) -> None:
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
+            self.telemetry = None
         if self.senders is not None:
             await self.senders.close()
         if self.pool is not None:
@@ -283,7 +320,10 @@ class ControllerService:
                 continue
             async with self._lock:
                 if self.core.active:
+                    t0 = time.perf_counter()
                     await self._execute(self.core.handle(BrokersChanged(brokers), _now_ms()))
+                    self.election_time[0] += 1
+                    self.election_time[1] += time.perf_counter() - t0
 
     async def _admin_loop(self) -> None:
         """Tools write /admin/reassign_partitions and /admin/preferred_replica_election. The

@@ -29,6 +29,8 @@ from riverbed import errors
 from riverbed._proto.v1 import header_pb2, metadata_pb2
 from services.common import rpc, zk, znodes
 from services.common.controller_feed import ControllerFeed
+from services.common.metrics_core import RequestMetrics
+from services.common.telemetry import Telemetry
 from services.gateway.config import GatewayConfig
 from services.gateway.core.metadata_cache import MetadataCache
 from services.gateway.core.routing import (
@@ -86,6 +88,12 @@ class Gateway:
         self._background: set[asyncio.Task] = set()
         self.refreshes = 0
         self._groups = GroupRouter(self)   # group/offset APIs -> coordinators
+        # Metrics (read by the observable instruments registered in run()).
+        self.request_metrics = RequestMetrics()
+        self.request_metrics.track_clients = True
+        self.forwards: dict[int, list] = {}          # node id -> [requests, seconds]
+        self.forward_errors: dict[tuple[int, str], int] = {}
+        self.telemetry: Telemetry | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -94,7 +102,11 @@ class Gateway:
         self._server = rpc.RpcServer(
             cfg.endpoint, self._handlers(), name=self.name,
             socket_request_max_bytes=cfg.socket_request_max_bytes,
-            queued_max_requests=cfg.queued_max_requests)
+            queued_max_requests=cfg.queued_max_requests, metrics=self.request_metrics if cfg.metrics_port >= 0 else None)
+        self.telemetry = Telemetry("gateway", cfg.gateway_id, host=cfg.host_name,
+                                   port=cfg.metrics_port)
+        self._register_metrics(self.telemetry)
+        self.telemetry.start()
         self._pool = rpc.ChannelPool(client_id=self.name,
                                      max_message_bytes=cfg.socket_request_max_bytes)
         self._subscriber = rpc.Subscriber((), topics=(METADATA_TOPIC,),
@@ -137,6 +149,9 @@ class Gateway:
             t.cancel()
         if self._server is not None:
             await self._server.close()
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
+            self.telemetry = None
         if self._subscriber is not None:
             await self._subscriber.close()
         if self._pool is not None:
@@ -145,6 +160,31 @@ class Gateway:
             watcher.stop()
         if self._zk is not None:
             await asyncio.to_thread(zk.close, self._zk)   # our ephemeral goes with the session
+
+    def _register_metrics(self, tel: Telemetry) -> None:
+        """Requests per API and per client, errors per code, forward latency per leader."""
+        rm = self.request_metrics
+        tel.counter("riverbed.gateway.requests", rm.requests_obs, description="requests per API")
+        tel.counter("riverbed.gateway.client.requests", rm.clients_obs,
+                    description="requests per API and client id")
+        tel.counter("riverbed.gateway.request.time", rm.time_obs, unit="s",
+                    description="time on requests per API and phase (remote = forwarded)")
+        tel.gauge("riverbed.gateway.request.time.max", rm.max_obs, unit="s",
+                  description="the longest request per API since start")
+        tel.counter("riverbed.gateway.request.errors", rm.errors_obs,
+                    description="error answers per API and error code")
+        tel.counter("riverbed.gateway.forward.requests", lambda: [
+            (v[0], {"node_id": str(n)}) for n, v in list(self.forwards.items())],
+            description="requests forwarded to each storage node (leader)")
+        tel.counter("riverbed.gateway.forward.time", lambda: [
+            (v[1], {"node_id": str(n)}) for n, v in list(self.forwards.items())], unit="s",
+            description="time waiting on each storage node (leader)")
+        tel.counter("riverbed.gateway.forward.errors", lambda: [
+            (c, {"node_id": str(n), "error": e}) for (n, e), c in list(self.forward_errors.items())],
+            description="forwards that failed, per storage node and error")
+        tel.gauge("riverbed.gateway.metadata.brokers",
+                  lambda: [(len(self.cache.describe_cluster().brokers), {})],
+                  description="storage nodes in the gateway's metadata")
 
     def _handlers(self) -> dict:
         h = {ApiKey.METADATA: self._metadata, ApiKey.DESCRIBE_CLUSTER: self._describe_cluster}
@@ -356,15 +396,30 @@ class Gateway:
         return rpc.Reply(merged.body, merged.payloads)
 
     async def _forward(self, api: int, sub: SubRequest, timeout_ms: int) -> NodeReply:
+        t0 = time.perf_counter()
         try:
-            resp = await self._pool.get(sub.endpoint).call(api, sub.body, payloads=sub.payloads,
-                                                           timeout_ms=timeout_ms)
+            with rpc.remote_wait():
+                resp = await self._pool.get(sub.endpoint).call(
+                    api, sub.body, payloads=sub.payloads, timeout_ms=timeout_ms)
         except errors.KafkaError as e:
+            self._forwarded(sub.node_id, t0, e.name)
             return NodeReply.failed(e.code, e.message or e.name)
         except Exception as e:  # noqa: BLE001 - a socket failure is this leader's problem only
             self.log.warning("forwarding to node %d failed: %r", sub.node_id, e)
+            self._forwarded(sub.node_id, t0, "NETWORK_EXCEPTION")
             return NodeReply.failed(E.Value("NETWORK_EXCEPTION"), f"node {sub.node_id}: {e}")
+        self._forwarded(sub.node_id, t0, None)
         return NodeReply(resp.body, resp.payloads)
+
+    def _forwarded(self, node_id: int, t0: float, error: str | None) -> None:
+        st = self.forwards.get(node_id)
+        if st is None:
+            st = self.forwards[node_id] = [0, 0.0]
+        st[0] += 1
+        st[1] += time.perf_counter() - t0
+        if error is not None:
+            key = (node_id, error)
+            self.forward_errors[key] = self.forward_errors.get(key, 0) + 1
 
     async def _send_oneway(self, api: int, sub: SubRequest, timeout_ms: int) -> None:
         try:

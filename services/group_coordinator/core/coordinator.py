@@ -77,6 +77,9 @@ class GroupCoordinatorCore:
         self.rng = rng
         self.shards: dict[int, _Shard] = {}
         self.groups: dict[str, Group] = {}
+        # Totals for the metrics: rebalances completed (to Stable) and their summed duration.
+        self.rebalances = 0
+        self.rebalance_ms_total = 0
         self.topics: dict[str, int] = {}              # topic -> partition count
         self._writes: dict[int, PendingWrite] = {}
         self._next_write_id = 1
@@ -453,12 +456,19 @@ class GroupCoordinatorCore:
             return
         was_empty = group.state is S.EMPTY
         group.transition(S.PREPARING_REBALANCE, now_ms)
+        group.rebalance_started_ms = now_ms
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         group.rebalance_deadline_ms = now_ms + timeout
         delay = min(self.config.group_initial_rebalance_delay_ms, timeout)
         if was_empty and delay > 0:
             group.initial_join_deadline_ms = now_ms + delay
         log.info("[group=%s gen=%d] preparing rebalance", group.group_id, group.generation_id)
+
+    def groups_by_state(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for g in self.groups.values():
+            out[g.state.value] = out.get(g.state.value, 0) + 1
+        return out
 
     def _maybe_complete_join(self, group: Group, now_ms: int, out: list[Effect]) -> None:
         if group.initial_join_deadline_ms is not None and now_ms < group.initial_join_deadline_ms:
@@ -605,6 +615,10 @@ class GroupCoordinatorCore:
             if ev.base_offset >= 0:
                 group.log_offset = ev.base_offset
             group.transition(S.STABLE, now_ms)
+            if group.rebalance_started_ms is not None:
+                self.rebalances += 1
+                self.rebalance_ms_total += max(0, now_ms - group.rebalance_started_ms)
+                group.rebalance_started_ms = None
             for mid, m in group.members.items():
                 if mid not in in_record:
                     continue

@@ -56,6 +56,7 @@ class Group:
     pending_assignment: dict[str, tuple[TopicPartition, ...]] | None = None
     rebalance_after_write: bool = False
     log_offset: int = -1                  # of the last group-metadata record applied
+    rebalance_started_ms: int | None = None   # entered PreparingRebalance (for the metrics)
 
     def transition(self, dst: GroupState, now_ms: int) -> None:
         check_transition(self.state, dst)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from riverbed._proto.v1 import group_pb2, header_pb2
 from services.common import rpc, znodes
 from services.common.sharded_service import ShardedService, now_ms
+from services.common.telemetry import Telemetry
 from services.group_coordinator.config import GroupCoordinatorConfig
 from services.group_coordinator.core.coordinator import GroupCoordinatorCore
 from services.group_coordinator.core.events import RequestReceived, TopicMetadataChanged
@@ -46,6 +47,17 @@ class GroupCoordinatorService(ShardedService):
         if isinstance(body, group_pb2.JoinGroupRequest):
             await self._know_topics(body)
         return await self._call(lambda rid: RequestReceived(rid, body, req.header.client_id))
+
+    def register_metrics(self, tel: Telemetry) -> None:
+        core = self.core
+        tel.gauge("riverbed.group_coordinator.groups",
+                  lambda: [(n, {"state": st}) for st, n in core.groups_by_state().items()],
+                  description="groups this instance coordinates, per state")
+        tel.counter("riverbed.group_coordinator.rebalances", lambda: [(core.rebalances, {})],
+                    description="rebalances completed (PreparingRebalance -> Stable)")
+        tel.counter("riverbed.group_coordinator.rebalance.time",
+                    lambda: [(core.rebalance_ms_total / 1000.0, {})], unit="s",
+                    description="time groups spent rebalancing")
 
     async def _know_topics(self, body: group_pb2.JoinGroupRequest) -> None:
         wanted = {t for p in body.protocols for t in p.subscription.topics}

@@ -13,6 +13,7 @@ import random
 import re
 import struct
 import threading
+import time
 from typing import NamedTuple
 
 from riverbed import errors
@@ -37,6 +38,22 @@ _LAST_OFFSET_DELTA_POSITION = 23
 _STAMP = struct.Struct(">qii")          # baseOffset, batchLength, partitionLeaderEpoch
 _MAX_IOV_BATCHES = 256                  # 2 iovecs per batch; IOV_MAX is 1024 on Linux
 _SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
+
+
+class FlushStats:
+    """Log flushes of this process: how many and their total seconds (read by the metrics)."""
+    __slots__ = ("count", "seconds")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+
+    def record(self, seconds: float) -> None:
+        self.count += 1
+        self.seconds += seconds
+
+
+FLUSH_STATS = FlushStats()
 
 
 class UnexpectedAppendOffsetError(errors.InvalidRecordError):
@@ -561,7 +578,15 @@ class PartitionLog:
 
     # ---- durability ------------------------------------------------------------------------
     def flush(self) -> None:
-        """fsync every segment with unflushed bytes; the recovery point becomes the log end."""
+        """fsync every segment with unflushed bytes; the recovery point becomes the log end.
+        Counted in FLUSH_STATS (Kafka's LogFlushRateAndTimeMs)."""
+        t0 = time.perf_counter()
+        try:
+            self._flush()
+        finally:
+            FLUSH_STATS.record(time.perf_counter() - t0)
+
+    def _flush(self) -> None:
         with self._lock:
             leo = self._log_end_offset
             for seg in self._view.segments:

@@ -29,7 +29,9 @@ from riverbed.wire.framing import Request
 
 from services.common import zk as zkmod
 from services.common import znodes
-from services.common.rpc import AsyncChannel, Reply, RpcServer
+from services.common.metrics_core import RequestMetrics, TopicCounters
+from services.common.rpc import AsyncChannel, Reply, RpcServer, remote_wait
+from services.common.telemetry import Telemetry
 from services.storage_node.config import StorageNodeConfig
 from services.storage_node.core import divergence
 from services.storage_node.core.produce_admission import (acks_all_result, admit_partition,
@@ -43,6 +45,7 @@ from services.storage_node.core.replica_state import (NONE, AlterIsr, AlterParti
                                                       PartitionStateIn, ReplicaManager, Role,
                                                       fetcher_id)
 from services.storage_node.shell import log_access
+from services.storage_node.shell import metrics as node_metrics
 from services.storage_node.shell.replica_fetcher import ReplicaFetcher, whole_batches_end
 
 log = logging.getLogger(__name__)
@@ -98,6 +101,12 @@ class StorageNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: asyncio.TaskGroup | None = None
         self._tick_wake = asyncio.Event()
+        # Metrics: plain counters bumped per request or batch, read by shell/metrics.py.
+        self.request_metrics = RequestMetrics()
+        self.topic_counters = TopicCounters()
+        self.replication_bytes_out: dict[str, int] = {}
+        self.isr_changes = {"shrink": 0, "expand": 0}
+        self.telemetry: Telemetry | None = None
 
     # =========================================================================================
     # lifecycle
@@ -119,7 +128,12 @@ class StorageNode:
         }
         self.server = RpcServer(cfg.endpoint, handlers, name=f"storage-node-{cfg.broker_id}",
                                 socket_request_max_bytes=cfg.socket_request_max_bytes,
-                                queued_max_requests=cfg.queued_max_requests)
+                                queued_max_requests=cfg.queued_max_requests,
+                                metrics=self.request_metrics if cfg.metrics_port >= 0 else None)
+        self.telemetry = Telemetry("storage_node", cfg.broker_id, host=cfg.host_name,
+                                   port=cfg.metrics_port)
+        node_metrics.register(self.telemetry, self)
+        self.telemetry.start()
         try:
             await asyncio.to_thread(self._zk_start)
             async with asyncio.TaskGroup() as tg:
@@ -146,6 +160,9 @@ class StorageNode:
     async def _shutdown(self) -> None:
         if self.server is not None:
             await self.server.close()
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
+            self.telemetry = None
         for ch in self._controller_channels.values():
             await ch.close()
         self._controller_channels.clear()
@@ -325,6 +342,7 @@ class StorageNode:
                 required[tp] = last + 1                  # acks=-1: once the HW passes them
                 continue
             moved = self.core.on_local_append(tp, log_access.log_end_offset(plog))
+            self.topic_counters.produced(tp[0], len(payload), last - first + 1)
             results[tp] = [NONE, "", first, log_access.log_start_offset(plog)]
             required[tp] = last + 1
             self._partition_changed(tp, moved)
@@ -340,7 +358,8 @@ class StorageNode:
                 self._produce_futs[op_id] = fut
                 self._tick_wake.set()
                 try:
-                    codes = await fut
+                    with remote_wait():          # waiting for the followers
+                        codes = await fut
                 finally:
                     self._produce_futs.pop(op_id, None)
                     self.produce_purgatory.cancel(op_id)
@@ -386,7 +405,8 @@ class StorageNode:
                     self._tick_wake.set()
                 fut = self._loop.create_future()
                 self._fetch_futs[wid] = fut
-                await fut
+                with remote_wait():              # waiting for data
+                    await fut
         finally:
             if wid is not None:
                 self.fetch_waiters.remove(wid)
@@ -493,13 +513,18 @@ class StorageNode:
         resp = fetch_pb2.FetchResponse()
         payloads = []
         i = 0
+        out = self.replication_bytes_out if body.replica_id >= 0 else self.topic_counters.bytes_out
         for t in body.topics:
             rt = resp.topics.add(name=t.name)
+            n = 0
             for _ in t.partitions:
                 fields, data = parts[i]
                 i += 1
                 rt.partitions.add(**fields)
                 payloads.append(data)
+                n += len(data)
+            if n:
+                out[t.name] = out.get(t.name, 0) + n
         return Reply(resp, payloads)
 
     # =========================================================================================
@@ -742,6 +767,7 @@ class StorageNode:
         return ch
 
     def _propose_isr(self, eff: AlterIsr, what: str) -> None:
+        self.isr_changes[what] += 1
         r = self.core.get(eff.tp)
         log.info("[%s-%d leader_epoch=%d] proposing ISR %s: %s -> %s (zk_version %d)",
                  eff.tp[0], eff.tp[1], eff.leader_epoch, what, list(r.isr) if r else [],

@@ -28,7 +28,21 @@ def test_more_gateways_never_collide(tmp_path):
     f = Fleet(tmp_path, 20000, gateways=9, controllers=10, storage_nodes=99)
     ports = [p for n in f.names() for p in f.process(n).extra.get("ports", {"p": f.process(n).port}).values()]
     assert len(ports) == len(set(ports))
-    assert max(ports) - 20000 < 200
+    assert max(ports) - 20000 < 400
+    assert {p - 20000 for p in ports if p - 20000 >= 200} == {
+        p + 200 - 20000 for n in f.names() if n != "zookeeper" for p in [f.process(n).port]}
+
+
+def test_metrics_endpoints_are_port_plus_200_and_in_prometheus_yml(tmp_path):
+    f = Fleet(tmp_path, 20000)
+    assert f.process("storage-2").extra["metrics_endpoint"] == "http://127.0.0.1:20302/metrics"
+    assert f.process("gateway-1").extra["metrics_endpoint"] == "http://127.0.0.1:20200/metrics"
+    assert f.configs()["controller-1"]["metrics.port"] == "20210"
+    f.write_configs()
+    text = f.prometheus_config_path.read_text()
+    assert text.count("- targets:") == 8      # every service, not ZooKeeper
+    assert '- targets: ["127.0.0.1:20302"]' in text and 'role: "storage_node"' in text
+    assert 'process: "storage-2"' in text
 
 
 def test_counts_are_bounded(tmp_path):
@@ -44,18 +58,18 @@ def test_configs_have_exactly_the_services_keys(tmp_path):
                                                  "controller:num.partitions=4"])
     cfg = f.configs()
     assert cfg["storage-1"] == {
-        "broker.id": "1", "host.name": "127.0.0.1", "port": "20101",
+        "broker.id": "1", "host.name": "127.0.0.1", "port": "20101", "metrics.port": "20301",
         "log.dirs": str(tmp_path.resolve() / "storage-1" / "logs"),
         "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000",
         "controlled.shutdown.retry.backoff.ms": "1000", "log.segment.bytes": "1024"}
     assert cfg["storage-2"]["log.segment.bytes"] == "2048"
     assert cfg["controller-2"] == {
         "controller.id": "2", "host.name": "127.0.0.1", "port": "20011", "pub.port": "20021",
-        "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000",
+        "metrics.port": "20211", "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000",
         "num.partitions": "4", "default.replication.factor": "3",
         "auto.create.topics.enable": "true", "delete.topic.enable": "true"}
     assert cfg["gateway-1"] == {
-        "gateway.id": "1", "host.name": "127.0.0.1", "port": "20000",
+        "gateway.id": "1", "host.name": "127.0.0.1", "port": "20000", "metrics.port": "20200",
         "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000"}
     f.write_configs()
     assert load_properties(tmp_path / "storage-2" / "storage-2.properties") == cfg["storage-2"]

@@ -1,0 +1,132 @@
+"""The storage node's metrics (Kafka's operations chapter, "Monitoring"), registered as observable
+instruments read at collection from the node's own state: nothing here runs per request.
+
+- per topic: riverbed.server.bytes_in / bytes_out / messages_in (client produce and fetch),
+  riverbed.server.replication.bytes_out (followers' fetches);
+- per API (services.common.rpc): riverbed.server.requests, riverbed.server.request.time with
+  phase = queue | local | remote | send | total, riverbed.server.request.time.max,
+  riverbed.server.request.errors per error;
+- riverbed.server.under_replicated_partitions, partition_count, leader_count,
+  riverbed.server.isr.shrinks / isr.expands, riverbed.server.replica.max_lag (messages: the
+  largest lag of any follower of a partition this node leads), riverbed.server.purgatory.size
+  (operation = produce | fetch);
+- riverbed.log.flushes, riverbed.log.flush.time, riverbed.log.size per partition,
+  riverbed.log_dir.size and riverbed.log_dir.free per log dir.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+from services.common.metrics_core import TopicCounters
+from services.common.telemetry import Telemetry
+from services.storage_node.log.partition_log import FLUSH_STATS
+
+if TYPE_CHECKING:
+    from services.storage_node.shell.node import StorageNode
+
+__all__ = ["register"]
+
+
+def _replicas(node: "StorageNode"):
+    return list(node.core.replicas.values()) if hasattr(node.core, "replicas") else []
+
+
+def register(tel: Telemetry, node: "StorageNode") -> None:
+    rm = node.request_metrics
+    tc: TopicCounters = node.topic_counters
+    c, g = tel.counter, tel.gauge
+    c("riverbed.server.bytes_in", lambda: tc.obs(tc.bytes_in), unit="By",
+      description="record batch bytes appended from producers, per topic")
+    c("riverbed.server.bytes_out", lambda: tc.obs(tc.bytes_out), unit="By",
+      description="record batch bytes sent to consumers, per topic")
+    c("riverbed.server.messages_in", lambda: tc.obs(tc.messages_in),
+      description="records appended from producers, per topic")
+    c("riverbed.server.replication.bytes_out",
+      lambda: tc.obs(node.replication_bytes_out), unit="By",
+      description="record batch bytes sent to followers, per topic")
+    c("riverbed.server.requests", rm.requests_obs, description="requests handled, per API")
+    c("riverbed.server.request.time", rm.time_obs, unit="s",
+      description="time spent on requests per API and phase (queue, local, remote, send, total)")
+    g("riverbed.server.request.time.max", rm.max_obs, unit="s",
+      description="the longest request per API since start")
+    c("riverbed.server.request.errors", rm.errors_obs, description="error answers per API and error")
+
+    def replicas():
+        return _replicas(node)
+
+    def under_replicated():
+        return [(sum(1 for r in replicas() if r.is_leader and len(r.isr) < len(r.replicas)), {})]
+
+    def max_lag():
+        lag = 0
+        for r in replicas():
+            if not r.is_leader:
+                continue
+            leos = r.follower_leos
+            for n in r.replicas:
+                if n != node.cfg.broker_id:
+                    lag = max(lag, r.log_end_offset - leos.get(n, 0))
+        return [(lag, {})]
+
+    g("riverbed.server.under_replicated_partitions", under_replicated,
+      description="partitions this node leads whose ISR is smaller than their replica list")
+    g("riverbed.server.partition_count", lambda: [(len(replicas()), {})],
+      description="partition replicas on this node")
+    g("riverbed.server.leader_count",
+      lambda: [(sum(1 for r in replicas() if r.is_leader), {})],
+      description="partitions this node leads")
+    c("riverbed.server.isr.shrinks", lambda: [(node.isr_changes["shrink"], {})],
+      description="ISR shrinks proposed by this node")
+    c("riverbed.server.isr.expands", lambda: [(node.isr_changes["expand"], {})],
+      description="ISR expansions proposed by this node")
+    g("riverbed.server.replica.max_lag", max_lag,
+      description="largest lag in messages of any follower of a partition this node leads")
+    g("riverbed.server.purgatory.size", lambda: [
+        (len(node.produce_purgatory), {"operation": "produce"}),
+        (len(node.fetch_waiters), {"operation": "fetch"})],
+      description="requests waiting: acks=all produces and long-polled fetches")
+    c("riverbed.log.flushes", lambda: [(FLUSH_STATS.count, {})], description="log flushes")
+    c("riverbed.log.flush.time", lambda: [(FLUSH_STATS.seconds, {})], unit="s",
+      description="time spent flushing logs")
+
+    def log_sizes():
+        logs = node.logs
+        if logs is None:
+            return []
+        out = []
+        for tp in logs.partitions():
+            plog = logs.get(tp)
+            if plog is not None and not plog.closed:
+                out.append((plog.size_bytes(), {"topic": tp[0], "partition": str(tp[1])}))
+        return out
+
+    def dir_sizes():
+        logs = node.logs
+        if logs is None:
+            return []
+        by_dir = {d: 0 for d in logs.manager.log_dirs}
+        for tp in logs.partitions():
+            plog = logs.get(tp)
+            d = logs.manager.dir_of(tp[0], tp[1])
+            if plog is not None and not plog.closed and d in by_dir:
+                by_dir[d] += plog.size_bytes()
+        return [(n, {"log_dir": os.path.abspath(d)}) for d, n in by_dir.items()]
+
+    def dir_free():
+        logs = node.logs
+        if logs is None:
+            return []
+        out = []
+        for d in logs.manager.log_dirs:
+            try:
+                out.append((shutil.disk_usage(d).free, {"log_dir": os.path.abspath(d)}))
+            except OSError:
+                continue
+        return out
+
+    g("riverbed.log.size", log_sizes, unit="By", description="bytes of each partition's log")
+    g("riverbed.log_dir.size", dir_sizes, unit="By", description="bytes of logs in each log dir")
+    g("riverbed.log_dir.free", dir_free, unit="By",
+      description="free bytes on each log dir's file system")
