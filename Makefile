@@ -18,12 +18,15 @@ all: test
 
 install: system venv
 
-# Debian's zookeeper package ships only jars: nothing is started (see RECIPES.md).
+# Debian's zookeeper package ships only jars: nothing is started (see RECIPES.md). Prometheus
+# (the observability tests scrape a live fleet with it) is started by the tests, never as a daemon.
 system:
-	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null; then \
-	  echo "installing zookeeper and a JRE from Debian's packages"; \
+	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null \
+	    || ! command -v prometheus >/dev/null; then \
+	  echo "installing zookeeper, a JRE and prometheus from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless >/dev/null; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless \
+	    prometheus >/dev/null; \
 	fi
 
 venv: $(STAMP)

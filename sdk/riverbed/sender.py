@@ -24,7 +24,7 @@ from typing import Any
 
 import zmq
 
-from riverbed import errors
+from riverbed import errors, tracing
 from riverbed._proto.v1 import header_pb2, produce_pb2, producer_id_pb2
 from riverbed.accumulator import ProducerBatch, RecordAccumulator
 from riverbed.cluster import GatewayConnection
@@ -51,11 +51,43 @@ def _now_ms() -> float:
 
 
 class _InFlight:
-    __slots__ = ("batches", "deadline_ms")
+    __slots__ = ("batches", "deadline_ms", "span")
 
-    def __init__(self, batches, deadline_ms):
+    def __init__(self, batches, deadline_ms, span=None):
         self.batches: list[ProducerBatch] = batches
         self.deadline_ms: float = deadline_ms
+        self.span = span                  # the PRODUCER span while tracing, else None
+
+
+def _produce_span(tracer, by_topic: dict, batches: list, acks: int):
+    """A PRODUCER span for one PRODUCE request (OpenTelemetry messaging conventions)."""
+    topics = list(by_topic)
+    name = f"send {topics[0]}" if len(topics) == 1 else "send"
+    attrs: dict[str, Any] = {
+        "messaging.system": tracing.SYSTEM, "messaging.operation.type": "send",
+        "messaging.operation.name": "send",
+        "messaging.batch.message_count": sum(b.record_count for b in batches),
+        "riverbed.acks": acks}
+    if len(topics) == 1:
+        attrs["messaging.destination.name"] = topics[0]
+        parts = list(by_topic[topics[0]])
+        if len(parts) == 1:
+            attrs["messaging.destination.partition.id"] = str(parts[0])
+    return tracer.start_span(name, kind=tracing.SpanKind.PRODUCER, attributes=attrs)
+
+
+def _end_produce_span(span, resp) -> None:
+    try:
+        if not resp.ok:
+            span.set_status(tracing.Status(tracing.StatusCode.ERROR, resp.error_message or str(resp.error_code)))
+        else:
+            ps = [p for t in resp.body.topics for p in t.partitions]
+            if len(ps) == 1:
+                span.set_attribute("messaging.kafka.offset", ps[0].base_offset)
+            if any(p.error_code for p in ps):
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR, "a partition answered an error"))
+    finally:
+        span.end()
 
 
 class Sender:
@@ -254,23 +286,37 @@ class Sender:
                 payloads.append(bs[0].payload if len(bs) == 1 else b"".join(b.payload for b in bs))
         ordered = [b for parts in by_topic.values() for bs in parts.values() for b in bs]
         expect = self.acks != 0
+        span = None
+        t = tracing.tracer()
         try:
-            corr = self.conn.channel.send(ApiKey.PRODUCE, req, payloads=payloads,
-                                          timeout_ms=self.request_timeout_ms,
-                                          expect_response=expect)
+            if t is None:
+                corr = self.conn.channel.send(ApiKey.PRODUCE, req, payloads=payloads,
+                                              timeout_ms=self.request_timeout_ms,
+                                              expect_response=expect)
+            else:
+                span = _produce_span(t, by_topic, ordered, self.acks)
+                with tracing.use_span(span, end_on_exit=False):
+                    corr = self.conn.channel.send(ApiKey.PRODUCE, req, payloads=payloads,
+                                                  timeout_ms=self.request_timeout_ms,
+                                                  expect_response=expect)
         except errors.RiverbedError as e:
+            if span is not None:
+                span.record_exception(e)
+                span.end()
             for b in ordered:
                 self._retry_or_fail(b, errors.NetworkError(str(e), topic=b.tp.topic,
                                                            partition=b.tp.partition), now)
             return
         self.requests_sent += 1
         if not expect:
+            if span is not None:
+                span.end()
             for b in ordered:
                 self._complete(b, -1, -1)
             return
         for b in ordered:
             b.on_wire = True
-        self.in_flight[corr] = _InFlight(ordered, now + self.request_timeout_ms)
+        self.in_flight[corr] = _InFlight(ordered, now + self.request_timeout_ms, span)
 
     def _poll(self, ready_delay_ms: float, now: float) -> None:
         chan = self.conn.channel
@@ -341,6 +387,8 @@ class Sender:
             return
         for b in entry.batches:
             b.on_wire = False
+        if entry.span is not None:
+            _end_produce_span(entry.span, resp)
         now = _now_ms()
         if not resp.ok:
             code, msg = resp.error_code, resp.error_message

@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from services.common.config import ConfigError, build, load_properties, parse_overrides
+from services.common.telemetry import setup_tracing
 
 C = TypeVar("C")
 
@@ -65,10 +67,15 @@ def run_service(argv: list[str] | None, *, prog: str, description: str, config_c
     except (ConfigError, OSError) as e:
         print(f"{prog}: bad config: {e}", file=sys.stderr)
         return 2
+    # Traces over OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set (off otherwise).
+    tracer_provider = setup_tracing(logger_name.rsplit(".", 1)[-1], str(os.getpid()))
     try:
         code = asyncio.run(_serve_until_signalled(serve, cfg))
     except Exception:
         role = logger_name.rsplit(".", 1)[-1].replace("_", " ")    # "group coordinator"
         logging.getLogger(logger_name).exception("%s failed", role)
         return 1
+    finally:
+        if tracer_provider is not None:
+            tracer_provider.shutdown()      # export the spans still batched
     return 0 if code is None else code

@@ -49,12 +49,13 @@ def otlp_configured(env: dict[str, str] | None = None, kind: str = "metrics") ->
     return any(env.get(n) for n in names) and exporter.lower() != "none"
 
 
-def setup_tracing(service: str, instance: str) -> None:
+def setup_tracing(service: str, instance: str):
     """A global TracerProvider exporting over OTLP/HTTP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT
     is set; sampling from OTEL_TRACES_SAMPLER(_ARG) (the SDK reads them). Without it the
-    services trace nothing (the API's no-op provider)."""
+    services trace nothing (the API's no-op provider). Returns the provider (shut it down at
+    exit to export what is batched), or None."""
     if not otlp_configured(kind="traces"):
-        return
+        return None
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
@@ -62,6 +63,7 @@ def setup_tracing(service: str, instance: str) -> None:
     provider = TracerProvider(resource=_resource(service, instance))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    return provider
 
 
 def _resource(service: str, instance: str) -> Resource:

@@ -99,20 +99,21 @@ def register(tel: Telemetry, node: "StorageNode") -> None:
         for tp in logs.partitions():
             plog = logs.get(tp)
             if plog is not None and not plog.closed:
-                out.append((plog.size_bytes(), {"topic": tp[0], "partition": str(tp[1])}))
+                out.append((plog.size_bytes, {"topic": tp[0], "partition": str(tp[1])}))
         return out
 
     def dir_sizes():
         logs = node.logs
         if logs is None:
             return []
-        by_dir = {d: 0 for d in logs.manager.log_dirs}
+        norm = os.path.realpath
+        by_dir = {norm(d): 0 for d in logs.manager.log_dirs}
         for tp in logs.partitions():
             plog = logs.get(tp)
             d = logs.manager.dir_of(tp[0], tp[1])
-            if plog is not None and not plog.closed and d in by_dir:
-                by_dir[d] += plog.size_bytes()
-        return [(n, {"log_dir": os.path.abspath(d)}) for d, n in by_dir.items()]
+            if plog is not None and not plog.closed and d is not None and norm(d) in by_dir:
+                by_dir[norm(d)] += plog.size_bytes
+        return [(n, {"log_dir": d}) for d, n in by_dir.items()]
 
     def dir_free():
         logs = node.logs
@@ -121,7 +122,7 @@ def register(tel: Telemetry, node: "StorageNode") -> None:
         out = []
         for d in logs.manager.log_dirs:
             try:
-                out.append((shutil.disk_usage(d).free, {"log_dir": os.path.abspath(d)}))
+                out.append((shutil.disk_usage(d).free, {"log_dir": os.path.realpath(d)}))
             except OSError:
                 continue
         return out

@@ -16,10 +16,13 @@ Appends are synchronous file writes on the loop thread (fast enough; no thread h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import logging
 import time
+
+from opentelemetry import trace
 
 from riverbed import errors
 from riverbed._proto.v1 import (controller_pb2, fetch_pb2, list_offsets_pb2, produce_pb2,
@@ -67,6 +70,18 @@ IDLE_TICK_S = 1.0
 
 class NoActiveController(errors.NotControllerError):
     """No /controller znode (or no session to read it): retriable for ALTER_PARTITION."""
+
+
+_tracer = trace.get_tracer("riverbed.storage_node")
+
+
+def _followers_span(partitions: int, acks: int):
+    """The acks=all wait on followers as its own span, inside the request's server span (a
+    no-op context when the request is not traced)."""
+    if not trace.get_current_span().is_recording():
+        return contextlib.nullcontext()
+    return _tracer.start_as_current_span(
+        "await followers", attributes={"riverbed.partitions": partitions, "riverbed.acks": acks})
 
 
 def now_ms() -> int:
@@ -358,7 +373,7 @@ class StorageNode:
                 self._produce_futs[op_id] = fut
                 self._tick_wake.set()
                 try:
-                    with remote_wait():          # waiting for the followers
+                    with remote_wait(), _followers_span(len(required), body.acks):
                         codes = await fut
                 finally:
                     self._produce_futs.pop(op_id, None)

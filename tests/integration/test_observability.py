@@ -1,0 +1,383 @@
+"""Observability against a real fleet: every process's Prometheus endpoint after a known load, the
+metrics following a storage node's death and return with `cluster health`, one acks=all produce
+as one trace across the SDK, the gateway and the storage node (spans exported over OTLP/HTTP to
+a receiver in this test), `riverbed top`, and a real Prometheus server (Debian's package)
+scraping the fleet with the scrape config the launcher writes, which also checks every series
+the Grafana dashboard queries.
+"""
+from __future__ import annotations
+
+import gzip
+import http.server
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from deploy.fleet import Fleet, free_base_port
+from deploy.process import free_port
+from riverbed import Admin, Consumer, NewTopic, Producer, TopicPartition, errors
+from riverbed.tools.top import parse_metrics
+
+pytestmark = pytest.mark.integration
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "deploy" / "grafana" / "riverbed-dashboard.json"
+TOPIC = "obs"
+RECORDS = 3000
+VALUE = b"v" * 100
+
+
+class OtlpReceiver:
+    """A minimal OTLP/HTTP receiver: keeps the spans and metric names it is sent."""
+
+    def __init__(self):
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+        self.spans: list[dict] = []
+        self.metric_names: set[str] = set()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):   # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                if self.path == "/v1/traces":
+                    req = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+                    for rs in req.resource_spans:
+                        service = next((a.value.string_value for a in rs.resource.attributes
+                                        if a.key == "service.name"), "")
+                        for ss in rs.scope_spans:
+                            for s in ss.spans:
+                                receiver.spans.append({
+                                    "service": service, "name": s.name,
+                                    "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
+                                    "parent_id": s.parent_span_id.hex()})
+                    reply = trace_service_pb2.ExportTraceServiceResponse()
+                elif self.path == "/v1/metrics":
+                    req = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
+                    for rm in req.resource_metrics:
+                        for sm in rm.scope_metrics:
+                            receiver.metric_names.update(m.name for m in sm.metrics)
+                    reply = metrics_service_pb2.ExportMetricsServiceResponse()
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                data = reply.SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def otlp():
+    r = OtlpReceiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, otlp):
+    env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{otlp.url}/v1/traces",
+           "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": f"{otlp.url}/v1/metrics",
+           "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_METRIC_EXPORT_INTERVAL": "1000"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)          # the fleet's processes inherit it
+        f = Fleet(tmp_path_factory.mktemp("obs-fleet"), free_base_port(), storage_nodes=3,
+                  controllers=2, gateways=1)
+        try:
+            f.up()
+            yield f
+        finally:
+            f.down()
+
+
+def endpoints(fleet) -> dict[str, tuple[str, str]]:
+    return {p["name"]: (p["role"], p["metrics_endpoint"]) for p in fleet.status()["processes"]
+            if p["role"] != "zookeeper"}
+
+
+def scrape(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        assert r.status == 200
+        return parse_metrics(r.read().decode())
+
+
+def total(samples: dict, name: str, **labels) -> float:
+    want = set(labels.items())
+    return sum(v for (n, lab), v in samples.items() if n == name and want <= set(lab))
+
+
+def role_total(fleet, role: str, name: str, **labels) -> float:
+    """Summed over the processes of `role` that answer (a killed one does not)."""
+    out = 0.0
+    for r, url in endpoints(fleet).values():
+        if r != role:
+            continue
+        try:
+            out += total(scrape(url), name, **labels)
+        except OSError:
+            continue
+    return out
+
+
+def wait_until(fn, what: str, timeout_s: float = 60.0, interval_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except (OSError, errors.RiverbedError) as e:
+            last = e
+        time.sleep(interval_s)
+    raise AssertionError(f"{what}: not reached in {timeout_s} s (last: {last!r})")
+
+
+def health(fleet, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "riverbed.tools", "cluster", "health",
+                           "--bootstrap-server", fleet.gateway_endpoint, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def loaded(fleet):
+    """RECORDS records produced (acks=all) to TOPIC and consumed by group obs-group, committed."""
+    bootstrap = [fleet.gateway_endpoint]
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, 3, 3)])
+        wait_until(lambda: all(p.leader >= 0 and len(p.isr) == 3
+                               for p in admin.describe_topics([TOPIC])[0].partitions),
+                   "leaders and full ISRs")
+    with Producer(bootstrap, acks=-1, linger_ms=5) as p:
+        futures = [p.send(TOPIC, value=VALUE, key=b"k%d" % i) for i in range(RECORDS)]
+        p.flush()
+        for f in futures:
+            f.get(timeout=30)
+    got = 0
+    with Consumer(TOPIC, bootstrap=bootstrap, group_id="obs-group", auto_offset_reset="earliest",
+                  enable_auto_commit=False, fetch_max_wait_ms=100) as c:
+        deadline = time.monotonic() + 60
+        while got < RECORDS and time.monotonic() < deadline:
+            got += sum(len(r) for r in c.poll(timeout_ms=500).values())
+        c.commit()
+    assert got == RECORDS
+    return bootstrap
+
+
+def test_every_process_exports_the_monitoring_set_with_plausible_values(fleet, loaded):
+    eps = endpoints(fleet)
+    assert len(eps) == 8 and all(url.startswith("http://127.0.0.1:") for _, url in eps.values())
+    scrapes = {name: scrape(url) for name, (_, url) in eps.items()}
+    for name, s in scrapes.items():      # process metrics everywhere
+        assert total(s, "riverbed_process_memory_rss_bytes") > 10e6, name
+        assert total(s, "riverbed_process_cpu_time_seconds_total") > 0, name
+        assert total(s, "riverbed_process_open_file_descriptors") > 0, name
+    nodes = [s for n, s in scrapes.items() if eps[n][0] == "storage_node"]
+    # messages in counts each record once, on its leader (followers' appends are replication)
+    assert sum(total(s, "riverbed_server_messages_in_total", topic=TOPIC) for s in nodes) == RECORDS
+    bytes_in = sum(total(s, "riverbed_server_bytes_in_bytes_total", topic=TOPIC) for s in nodes)
+    assert RECORDS * len(VALUE) < bytes_in < RECORDS * (len(VALUE) + 80)
+    assert sum(total(s, "riverbed_server_bytes_out_bytes_total", topic=TOPIC) for s in nodes) >= bytes_in
+    assert sum(total(s, "riverbed_server_replication_bytes_out_bytes_total", topic=TOPIC)
+               for s in nodes) >= 2 * bytes_in            # two followers fetched everything
+    assert sum(total(s, "riverbed_server_leader_count") for s in nodes) >= 3
+    assert sum(total(s, "riverbed_server_partition_count") for s in nodes) >= 9
+    assert sum(total(s, "riverbed_server_under_replicated_partitions") for s in nodes) == 0
+    for s in nodes:
+        assert total(s, "riverbed_log_dir_free_bytes") > 0
+        assert total(s, "riverbed_log_dir_size_bytes") > 0
+        assert ("riverbed_server_purgatory_size", (("operation", "produce"),)) in s
+    produce_requests = sum(total(s, "riverbed_server_requests_total", api="PRODUCE") for s in nodes)
+    assert produce_requests > 0
+    remote = sum(total(s, "riverbed_server_request_time_seconds_total", api="PRODUCE",
+                       phase="remote") for s in nodes)
+    assert remote > 0                                 # acks=all waited for followers
+    sizes = sum(total(s, "riverbed_log_size_bytes", topic=TOPIC) for s in nodes)
+    assert sizes >= 3 * bytes_in                      # three replicas of every byte
+    ctrls = [s for n, s in scrapes.items() if eps[n][0] == "controller"]
+    assert sum(total(s, "riverbed_controller_active_controller_count") for s in ctrls) == 1
+    assert sum(total(s, "riverbed_controller_offline_partitions_count") for s in ctrls) == 0
+    gw = next(s for n, s in scrapes.items() if eps[n][0] == "gateway")
+    assert total(gw, "riverbed_gateway_requests_total", api="PRODUCE") >= 1
+    assert total(gw, "riverbed_gateway_forward_requests_total") >= produce_requests
+    assert total(gw, "riverbed_gateway_client_requests_total", api="PRODUCE") >= 1
+    gc = next(s for n, s in scrapes.items() if eps[n][0] == "group_coordinator")
+    assert total(gc, "riverbed_group_coordinator_rebalances_total") >= 1
+    assert total(gc, "riverbed_group_coordinator_groups", state="Empty") \
+        + total(gc, "riverbed_group_coordinator_groups", state="Stable") >= 1
+    om_url = next(url for r, url in eps.values() if r == "offset_manager")
+    assert total(scrape(om_url), "riverbed_offset_manager_requests_total", api="OFFSET_COMMIT") >= 1
+    # lag: committed at the end, so 0 for each of the three partitions once it is measured
+    lag = wait_until(lambda: [v for (n, lab), v in scrape(om_url).items()
+                              if n == "riverbed_group_lag" and ("group", "obs-group") in lab],
+                     "riverbed_group_lag for obs-group", timeout_s=30)
+    assert lag == [0.0, 0.0, 0.0]
+
+
+def test_metrics_also_go_out_over_otlp(fleet, loaded, otlp):
+    wait_until(lambda: {"riverbed.server.messages_in", "riverbed.controller.active_controller_count",
+                        "riverbed.process.memory.rss"} <= otlp.metric_names,
+               "metrics exported over OTLP", timeout_s=30)
+
+
+def test_one_acks_all_produce_is_one_trace_across_sdk_gateway_and_storage_node(fleet, loaded, otlp):
+    # The SDK side in its own process: an in-memory exporter under the application's provider.
+    script = textwrap.dedent(f"""
+        import json
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        from riverbed import Producer
+        with Producer({fleet.gateway_endpoint!r}, acks=-1) as p:
+            p.send({TOPIC!r}, value=b"traced", partition=0).get(timeout=30)
+        print(json.dumps([dict(name=s.name, trace_id=format(s.context.trace_id, "032x"),
+                               span_id=format(s.context.span_id, "016x"),
+                               kind=s.kind.name, attributes=dict(s.attributes))
+                          for s in exporter.get_finished_spans()]))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    (sdk_span,) = json.loads(r.stdout)
+    assert sdk_span["name"] == f"send {TOPIC}" and sdk_span["kind"] == "PRODUCER"
+    assert sdk_span["attributes"]["messaging.destination.name"] == TOPIC
+    assert sdk_span["attributes"]["messaging.batch.message_count"] == 1
+    trace_id = sdk_span["trace_id"]
+
+    def spans():
+        mine = [s for s in otlp.spans if s["trace_id"] == trace_id]
+        return mine if len(mine) >= 3 else None
+    found = wait_until(spans, "the gateway's and storage node's spans", timeout_s=30)
+    gw = [s for s in found if s["service"] == "riverbed-gateway"]
+    node = [s for s in found if s["service"] == "riverbed-storage-node" and "PRODUCE" in s["name"]]
+    wait_ = [s for s in found if s["name"] == "await followers"]
+    assert len(gw) == 1 and len(node) == 1 and len(wait_) == 1, found
+    assert gw[0]["parent_id"] == sdk_span["span_id"]
+    assert node[0]["parent_id"] == gw[0]["span_id"]
+    assert wait_[0]["parent_id"] == node[0]["span_id"]
+
+
+def test_top_renders_a_frame_of_the_live_fleet(fleet, loaded):
+    r = subprocess.run([sys.executable, "-m", "riverbed.tools", "top", "--data-dir",
+                        str(fleet.data_dir), "--once", "--interval", "0.5"],
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, COLUMNS="160"))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "controller: controller-" in out and "offline partitions: 0" in out
+    assert TOPIC in out and "storage-3" in out and "obs-group" in out
+    assert "DOWN" not in out
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None,
+                    reason="Debian's prometheus is not installed (make install installs it)")
+def test_a_real_prometheus_scrapes_the_fleet_and_has_every_dashboard_series(fleet, loaded, tmp_path):
+    config = fleet.prometheus_config_path
+    assert subprocess.run(["promtool", "check", "config", str(config)], capture_output=True,
+                          timeout=60).returncode == 0
+    port = free_port()
+    proc = subprocess.Popen(
+        ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"))
+    try:
+        def query(expr):
+            url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+            with urllib.request.urlopen(url, timeout=5) as r:
+                body = json.loads(r.read())
+            assert body["status"] == "success", body
+            return body["data"]["result"]
+
+        def up_everywhere():
+            res = query("up")
+            return len(res) == 8 and all(x["value"][1] == "1" for x in res)
+        wait_until(up_everywhere, "prometheus scraping all 8 processes", timeout_s=60)
+        res = wait_until(lambda: query(f'sum(riverbed_server_messages_in_total{{topic="{TOPIC}"}})'),
+                         "messages in through prometheus")
+        assert float(res[0]["value"][1]) >= RECORDS
+        res = query('riverbed_server_leader_count')
+        assert {x["metric"]["role"] for x in res} == {"storage_node"}
+        assert {x["metric"]["process"] for x in res} == {"storage-1", "storage-2", "storage-3"}
+        # every series a dashboard panel queries exists in this Prometheus
+        dashboard = json.loads(DASHBOARD.read_text())
+        exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+        names = {n for e in exprs for n in re.findall(r"\b(riverbed_[a-z0-9_]+)", e)}
+        assert len(names) >= 15
+        wait_until(lambda: query('riverbed_group_lag{group="obs-group"}'), "lag in prometheus")
+        missing = [n for n in sorted(names) if not query(f"count({n})")]
+        assert missing == []
+        for e in exprs:                            # and each panel's query is valid PromQL
+            query(e)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_dead_follower_turns_health_red_and_its_return_green(fleet, loaded):
+    assert health(fleet).returncode == 0
+    with Admin(loaded) as admin:
+        (desc,) = admin.describe_topics([TOPIC])
+    leaders = {p.leader for p in desc.partitions}
+    victim = next(n for n in (1, 2, 3) if n not in leaders) if len(leaders) < 3 else 3
+    fleet.stop(f"storage-{victim}", kill=True)
+    try:
+        wait_until(lambda: role_total(fleet, "storage_node",
+                                      "riverbed_server_under_replicated_partitions") > 0,
+                   "under-replicated partitions after the kill")
+        r = wait_until(lambda: (h := health(fleet)).returncode == 1 and h, "health red")
+        assert f"storage node {victim} is not registered (down)" in r.stderr
+        assert "under-replicated partition(s)" in r.stderr
+        r = health(fleet, "--json")
+        report = json.loads(r.stdout)
+        assert report["healthy"] is False and victim in report["down_nodes"]
+    finally:
+        fleet.start(f"storage-{victim}")
+    wait_until(lambda: health(fleet, "--node-id", str(victim)).returncode == 0,
+               "health green with the node back in every ISR", timeout_s=90)
+    assert role_total(fleet, "storage_node", "riverbed_server_under_replicated_partitions") == 0
+    assert role_total(fleet, "storage_node", "riverbed_server_isr_expands_total") >= 1
+
+
+def test_health_of_an_unreachable_cluster_exits_2():
+    r = subprocess.run([sys.executable, "-m", "riverbed.tools", "cluster", "health",
+                        "--bootstrap-server", f"tcp://127.0.0.1:{free_port()}",
+                        "--timeout-ms", "1500"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "UNREACHABLE" in r.stderr
