@@ -7,8 +7,6 @@ the Grafana dashboard queries.
 """
 from __future__ import annotations
 
-import gzip
-import http.server
 import json
 import os
 import pathlib
@@ -17,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -28,6 +25,7 @@ import pytest
 from deploy.fleet import Fleet, free_base_port
 from deploy.process import free_port
 from riverbed import Admin, Consumer, NewTopic, Producer, TopicPartition, errors
+from loadgen.otlp_sink import OtlpReceiver
 from riverbed.tools.top import parse_metrics
 
 pytestmark = pytest.mark.integration
@@ -37,63 +35,6 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "riverbed-dashboard.json"
 TOPIC = "obs"
 RECORDS = 3000
 VALUE = b"v" * 100
-
-
-class OtlpReceiver:
-    """A minimal OTLP/HTTP receiver: keeps the spans and metric names it is sent."""
-
-    def __init__(self):
-        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
-        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-        self.spans: list[dict] = []
-        self.metric_names: set[str] = set()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):   # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                if self.path == "/v1/traces":
-                    req = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
-                    for rs in req.resource_spans:
-                        service = next((a.value.string_value for a in rs.resource.attributes
-                                        if a.key == "service.name"), "")
-                        for ss in rs.scope_spans:
-                            for s in ss.spans:
-                                receiver.spans.append({
-                                    "service": service, "name": s.name,
-                                    "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
-                                    "parent_id": s.parent_span_id.hex()})
-                    reply = trace_service_pb2.ExportTraceServiceResponse()
-                elif self.path == "/v1/metrics":
-                    req = metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
-                    for rm in req.resource_metrics:
-                        for sm in rm.scope_metrics:
-                            receiver.metric_names.update(m.name for m in sm.metrics)
-                    reply = metrics_service_pb2.ExportMetricsServiceResponse()
-                else:
-                    self.send_response(404)
-                    self.end_headers()
-                    return
-                data = reply.SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")

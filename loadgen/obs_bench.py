@@ -1,0 +1,159 @@
+"""What observability costs: `riverbed-perf produce` and `consume` against a fleet with metrics on
+(the default) and one with metrics off (`metrics.port=-1` on every service), and produce with the
+SDK tracing at 0 % and 100 % sampling against no tracer provider — all in one run, rounds
+interleaved so both sides see the same machine.
+
+    .venv/bin/python -m loadgen.obs_bench [--records 1000000] [--rounds 3] [--json FILE]
+
+Each produce is 100 B records, acks=1, one partition, replication factor 1, Producer.send_many
+(--bulk: the fast path, where a per-record cost would show most); each consume reads that topic
+back. Figures are medians over the rounds; ratios are on ÷ off (aims: metrics ≥ 0.97, tracing at
+0 % ≥ 0.99). The services export their spans over OTLP/HTTP to a receiver in this process, the
+SDK its own through a BatchSpanProcessor to the same receiver.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+
+from loadgen.otlp_sink import OtlpReceiver
+
+__all__ = ["main"]
+
+
+def _perf(argv: list[str], *, trace_ratio: float | None = None, env: dict | None = None) -> dict:
+    """One riverbed-perf run in a fresh process; its summary as JSON. `trace_ratio`: the
+    application sets a tracer provider sampling that share of traces (None: no provider)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    try:
+        cmd = [sys.executable, "-m", "loadgen.obs_bench", "--child"]
+        if trace_ratio is not None:
+            cmd += ["--child-trace-ratio", str(trace_ratio)]
+        cmd += ["--", *argv, "--json", out, "--no-progress", "--reporting-interval", "60000"]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"riverbed-perf {' '.join(argv)} failed:\n{r.stderr[-2000:]}")
+        with open(out) as f:
+            return json.load(f)
+    finally:
+        os.unlink(out)
+
+
+def _child(ratio: float | None, argv: list[str]) -> int:
+    if ratio is not None:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+        provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(provider)
+    from loadgen.perf import main as perf_main
+    try:
+        return perf_main(argv)
+    finally:
+        if ratio is not None:
+            provider.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--child":
+        rest = argv[1:]
+        ratio = None
+        if rest[:1] == ["--child-trace-ratio"]:
+            ratio, rest = float(rest[1]), rest[2:]
+        if rest[:1] == ["--"]:
+            rest = rest[1:]
+        return _child(ratio, rest)
+    p = argparse.ArgumentParser(prog="python -m loadgen.obs_bench", description=__doc__.splitlines()[0])
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", metavar="FILE")
+    args = p.parse_args(argv)
+
+    from deploy.fleet import Fleet, free_base_port
+    receiver = OtlpReceiver()
+    receiver.keep_spans = False
+    env = dict(os.environ, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{receiver.url}/v1/traces")
+    old_env = dict(os.environ)
+    os.environ.update(env)                      # the fleets' processes inherit it
+    dirs = [tempfile.mkdtemp(prefix="riverbed-obs-on-"), tempfile.mkdtemp(prefix="riverbed-obs-off-")]
+    fleets = {}
+    results: dict[str, list[float]] = {}
+    try:
+        fleets["on"] = Fleet(dirs[0], free_base_port(), storage_nodes=1, controllers=1)
+        fleets["on"].up(detach=True)
+        base_off = free_base_port()
+        fleets["off"] = Fleet(dirs[1], base_off, storage_nodes=1, controllers=1,
+                              config_overrides=[f"{r}:metrics.port=-1" for r in (
+                                  "controller", "storage_node", "gateway", "group_coordinator",
+                                  "offset_manager")])
+        fleets["off"].up(detach=True)
+        print(f"two fleets up (1 storage node each; metrics on and off); {args.rounds} rounds of "
+              f"{args.records:,} records", file=sys.stderr, flush=True)
+
+        def produce(which: str, topic: str, ratio: float | None = None) -> float:
+            s = _perf(["produce", "--bootstrap-server", fleets[which].gateway_endpoint,
+                       "--topic", topic, "--num-records", str(args.records), "--record-size", "100",
+                       "--acks", "1", "--partition", "0", "--bulk", "--create-topic",
+                       "--partitions", "1", "--replication-factor", "1"], trace_ratio=ratio, env=env)
+            return s["records_per_sec"]
+
+        def consume(which: str, topic: str) -> float:
+            s = _perf(["consume", "--bootstrap-server", fleets[which].gateway_endpoint,
+                       "--topic", topic, "--num-records", str(args.records)], env=env)
+            return s["records_per_sec"]
+
+        for rnd in range(args.rounds):
+            for which in ("on", "off"):
+                topic = f"obs-{which}-{uuid.uuid4().hex[:6]}"
+                results.setdefault(f"produce_metrics_{which}", []).append(produce(which, topic))
+                results.setdefault(f"consume_metrics_{which}", []).append(consume(which, topic))
+            for label, ratio in (("none", None), ("0", 0.0), ("100", 1.0)):
+                results.setdefault(f"produce_trace_{label}", []).append(
+                    produce("on", f"obs-trace-{uuid.uuid4().hex[:6]}", ratio))
+            print(f"  round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in results.items()),
+                  file=sys.stderr, flush=True)
+    finally:
+        for f in fleets.values():
+            f.down()
+        receiver.close()
+        os.environ.clear()
+        os.environ.update(old_env)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+    med = {k: statistics.median(v) for k, v in results.items()}
+    ratios = {
+        "produce_metrics_on_vs_off": med["produce_metrics_on"] / med["produce_metrics_off"],
+        "consume_metrics_on_vs_off": med["consume_metrics_on"] / med["consume_metrics_off"],
+        "produce_tracing_0pct_vs_none": med["produce_trace_0"] / med["produce_trace_none"],
+        "produce_tracing_100pct_vs_none": med["produce_trace_100"] / med["produce_trace_none"],
+    }
+    print(f"\n{'figure (median records/s)':<34} {'value':>12}")
+    for k, v in med.items():
+        print(f"{k:<34} {v:>12,.0f}")
+    print(f"\n{'ratio':<34} {'value':>12}")
+    for k, v in ratios.items():
+        print(f"{k:<34} {v:>12.3f}")
+    print(f"\nspans received from the services: {receiver.span_count}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"records": args.records, "rounds": args.rounds, "runs": results,
+                       "medians": med, "ratios": ratios, "service_spans": receiver.span_count},
+                      f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
