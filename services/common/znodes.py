@@ -42,7 +42,8 @@ from typing import Any
 
 __all__ = [
     "ZnodeDataError", "ZNODES", "ZnodeSpec", "PERSISTENT_PATHS",
-    "BROKERS", "BROKER_IDS", "BROKER_TOPICS", "CONTROLLER", "CONTROLLER_EPOCH", "CONFIG",
+    "BROKERS", "BROKER_IDS", "BROKER_TOPICS", "LOG_DIR_EVENT_NOTIFICATION", "LOG_DIR_EVENT_PREFIX",
+    "CONTROLLER", "CONTROLLER_EPOCH", "CONFIG",
     "CONFIG_TOPICS", "ADMIN", "DELETE_TOPICS", "REASSIGN_PARTITIONS", "PREFERRED_REPLICA_ELECTION",
     "GATEWAYS", "CLUSTER", "CLUSTER_ID", "GROUP_COORDINATORS", "OFFSET_MANAGERS", "SHARD_ROLE_ROOTS",
     "broker_path", "topic_path", "partitions_path", "partition_path", "partition_state_path",
@@ -63,7 +64,7 @@ __all__ = [
     "GatewayInfo", "encode_gateway", "decode_gateway",
     "encode_cluster_id", "decode_cluster_id",
     "LATEST_PRODUCER_ID_BLOCK", "ProducerIdBlockInfo", "encode_producer_id_block",
-    "decode_producer_id_block",
+    "decode_producer_id_block", "encode_log_dir_event", "decode_log_dir_event",
 ]
 
 
@@ -82,6 +83,11 @@ class ZnodeDataError(ValueError):
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
+# Kafka's log-dir failure channel (KIP-112): a storage node whose log dir failed creates a
+# sequential child here; the controller re-reads /brokers/ids (whose data now names the node's
+# offline partitions) and deletes the child.
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG = "/config"
@@ -100,7 +106,8 @@ OFFSET_MANAGERS = "/riverbed/offset_managers"
 SHARD_ROLE_ROOTS = (GROUP_COORDINATORS, OFFSET_MANAGERS)
 
 # Parents that should exist before anyone watches their children (Kafka's PersistentZkPaths).
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, GATEWAYS, CLUSTER)
+PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, GATEWAYS, CLUSTER,
+                    LOG_DIR_EVENT_NOTIFICATION)
 
 
 def _name(kind: str, value: str) -> str:
@@ -246,12 +253,18 @@ class BrokerInfo:
     endpoints: tuple[str, ...]        # ZeroMQ endpoints, e.g. ("tcp://127.0.0.1:9101",)
     rack: str | None = None
     timestamp_ms: int = 0
+    # Replicas in log dirs that failed on this node (KIP-112): the controller treats them as
+    # offline until the node registers again without them.
+    offline_partitions: tuple[tuple[str, int], ...] = ()
 
 
 def encode_broker(info: BrokerInfo) -> bytes:
-    return _dump({"version": BROKER_VERSION, "host": info.host, "port": info.port,
-                  "endpoints": list(info.endpoints), "rack": info.rack,
-                  "timestamp": str(info.timestamp_ms)})
+    obj = {"version": BROKER_VERSION, "host": info.host, "port": info.port,
+           "endpoints": list(info.endpoints), "rack": info.rack,
+           "timestamp": str(info.timestamp_ms)}
+    if info.offline_partitions:
+        obj["offline_partitions"] = [[t, p] for t, p in info.offline_partitions]
+    return _dump(obj)
 
 
 def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
@@ -260,10 +273,34 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
     endpoints = _field(w, obj, "endpoints", list, data, optional=True, default=[])
     if not all(isinstance(e, str) for e in endpoints):
         raise ZnodeDataError(w, "field 'endpoints' must be a list of strings", data)
+    offline = _field(w, obj, "offline_partitions", list, data, optional=True, default=[])
+    if not all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str)
+               and isinstance(x[1], int) for x in offline):
+        raise ZnodeDataError(w, "field 'offline_partitions' must be a list of [topic, partition]",
+                             data)
     return BrokerInfo(broker_id=broker_id, host=_field(w, obj, "host", str, data),
                       port=_field(w, obj, "port", int, data), endpoints=tuple(endpoints),
                       rack=_field(w, obj, "rack", str, data, optional=True),
-                      timestamp_ms=_timestamp(w, obj, data))
+                      timestamp_ms=_timestamp(w, obj, data),
+                      offline_partitions=tuple((t, p) for t, p in offline))
+
+
+# --- /log_dir_event_notification/log_dir_event_<seq> --------------------------------------------
+
+LOG_DIR_EVENT_VERSION = 1
+LOG_DIR_FAILURE = 1          # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """Kafka's {"version":1,"broker":<id>,"event":1}: a log dir of that node failed."""
+    return _dump({"version": LOG_DIR_EVENT_VERSION, "broker": int(broker_id),
+                  "event": LOG_DIR_FAILURE})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The node id of a log-dir event."""
+    obj = _load("log_dir_event", data)
+    return _field("log_dir_event", obj, "broker", int, data)
 
 
 # --- /brokers/topics/<topic> ------------------------------------------------------------------
@@ -615,6 +652,8 @@ ZNODES: tuple[ZnodeSpec, ...] = (
               SHARD_ZNODE_VERSION, encode_coordinator_instance, decode_coordinator_instance),
     ZnodeSpec("offset_manager_shard", "/riverbed/offset_managers/shards/<shard>", True,
               SHARD_ZNODE_VERSION, encode_shard_owner, decode_shard_owner),
+    ZnodeSpec("log_dir_event", "/log_dir_event_notification/log_dir_event_<seq>", False,
+              LOG_DIR_EVENT_VERSION, encode_log_dir_event, decode_log_dir_event),
     ZnodeSpec("latest_producer_id_block", "/latest_producer_id_block", False,
               PRODUCER_ID_BLOCK_VERSION, encode_producer_id_block, decode_producer_id_block),
 )

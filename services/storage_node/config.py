@@ -44,6 +44,10 @@ class StorageNodeConfig:
     log_retention_bytes: int = -1
     log_cleanup_policy: str = "delete"
     log_segment_delete_delay_ms: int = 60000
+    # Headroom (KIP-112's spirit): a log dir with less free space than this refuses appends and
+    # hands its partitions' leadership and ISR places to other replicas until space is back
+    # (one and a half times this); retention keeps running on it. 0 turns the check off.
+    log_dir_free_bytes_min: int = 16777216
     log_cleaner_enable: bool = True
     log_cleaner_threads: int = 1
     log_cleaner_min_cleanable_ratio: float = 0.5
@@ -94,6 +98,8 @@ class StorageNodeConfig:
         if not -1 <= self.metrics_port < 65536:
             raise ConfigError(f"metrics.port={self.metrics_port}: must be -1 (none), 0 (any "
                               "free port) or a TCP port")
+        if self.log_dir_free_bytes_min < 0:
+            raise ConfigError(f"log.dir.free.bytes.min={self.log_dir_free_bytes_min}: must be >= 0")
         if self.broker_id < 0:
             raise ConfigError("broker.id must be set to a non-negative integer")
         if not (0 < self.port < 65536):

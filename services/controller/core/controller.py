@@ -289,12 +289,13 @@ class ControllerCore:
         """One pass over every partition: (leader, leader_epoch, isr) for those that must
         change because a leader or ISR member is not live, or a leaderless partition has a
         live ISR member again."""
-        live = self.brokers
         changes: dict[TopicPartition, tuple[int, int, tuple[int, ...]]] = {}
         for t in self.topics.values():
             unclean = self._unclean_enabled(t)
             for p, replicas in sorted(t.assignment.items()):
                 st = t.states.get(p)
+                # live for this partition: registered, and its log dir for it not offline
+                live = self._live_replicas((t.name, p))
                 if st is None:      # state znode missing (e.g. a crash mid-creation)
                     live_replicas = [r for r in replicas if r in live]
                     leader = live_replicas[0] if live_replicas else NO_LEADER
@@ -321,6 +322,12 @@ class ControllerCore:
                     # No live in-sync replica: offline. Keep the ISR (see the module doc).
                     changes[(t.name, p)] = (NO_LEADER, st.leader_epoch + 1, st.isr)
         return changes
+
+    def _live_replicas(self, tp: TopicPartition) -> set[int] | dict:
+        """Nodes that can host tp now: registered, and tp not in one of their failed log dirs."""
+        if not any(b.offline_partitions for b in self.brokers.values()):
+            return self.brokers
+        return {n for n, b in self.brokers.items() if tp not in b.offline_partitions}
 
     def offline_partitions(self) -> int:
         """Partitions with no leader (Kafka's OfflinePartitionsCount); 0 unless active."""
@@ -405,7 +412,8 @@ class ControllerCore:
                 error_code=NONE if leader != NO_LEADER else E.Value("LEADER_NOT_AVAILABLE"),
                 partition=p, leader=leader, leader_epoch=st.leader_epoch if st else 0,
                 replicas=replicas, isr=st.isr if st else (),
-                offline_replicas=[r for r in replicas if r not in self.brokers]))
+                offline_replicas=[r for r in replicas if r not in self.brokers
+                                  or (t.name, p) in self.brokers[r].offline_partitions]))
         return tm
 
     def snapshot(self) -> metadata_pb2.UpdateMetadataRequest:

@@ -19,6 +19,8 @@ class BrokerInfo:
     # czxid of the registration znode (Kafka's broker epoch): a re-registration changes it, and
     # ALTER_PARTITION / CONTROLLED_SHUTDOWN name it so a stale incarnation is refused. -1 = unknown.
     epoch: int = -1
+    # Replicas of this node whose log dir failed (KIP-112): offline until it registers without them.
+    offline_partitions: frozenset[tuple[str, int]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

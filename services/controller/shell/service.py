@@ -83,6 +83,7 @@ class ControllerService:
         self._brokers_dirty = asyncio.Event()
         self._admin_dirty = asyncio.Event()       # /admin/reassign_partitions, .../preferred_...
         self._gateways_dirty = asyncio.Event()
+        self._log_dir_events: asyncio.Queue[list[str]] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.client = None
         self.store: ZkStore | None = None
@@ -143,6 +144,7 @@ class ControllerService:
         self.client.DataWatch(znodes.CONTROLLER, self._controller_watch)
         self.client.ChildrenWatch(znodes.BROKER_IDS, self._brokers_watch)
         self.client.ChildrenWatch(znodes.GATEWAYS, self._gateways_watch)
+        self.client.ChildrenWatch(znodes.LOG_DIR_EVENT_NOTIFICATION, self._log_dir_events_watch)
         self.client.DataWatch(znodes.REASSIGN_PARTITIONS, self._admin_watch)
         self.client.DataWatch(znodes.PREFERRED_REPLICA_ELECTION, self._admin_watch)
         log.info("controller %d up: %s, metadata on %s", cfg.controller_id, cfg.endpoint,
@@ -160,6 +162,7 @@ class ControllerService:
                 tg.create_task(self._tick_loop())
                 tg.create_task(self._admin_loop())
                 tg.create_task(self._gateway_loop())
+                tg.create_task(self._log_dir_event_loop())
                 tg.create_task(wait_stop())
         except* _Stop:
             pass
@@ -216,6 +219,12 @@ class ControllerService:
 
     def _brokers_watch(self, children):
         self._loop.call_soon_threadsafe(self._brokers_dirty.set)
+
+    def _log_dir_events_watch(self, children):
+        """A storage node's log dir failed: its registration now names the offline replicas;
+        re-read the registrations (the broker loop) and consume the notifications."""
+        if children:
+            self._loop.call_soon_threadsafe(self._log_dir_events.put_nowait, list(children))
 
     def _gateways_watch(self, children):
         self._loop.call_soon_threadsafe(self._gateways_dirty.set)
@@ -304,6 +313,22 @@ class ControllerService:
                     self._maybe_claim_producer_ids()
             self._brokers_dirty.set()   # registrations may have changed while we read
             self._admin_dirty.set()     # a pending /admin/preferred_replica_election
+
+    async def _log_dir_event_loop(self) -> None:
+        while True:
+            children = await self._log_dir_events.get()
+            if not self.core.active:
+                continue
+            for child in children:
+                path = f"{znodes.LOG_DIR_EVENT_NOTIFICATION}/{child}"
+                try:
+                    data, _ = await self._zk(self.client.get, path)
+                    log.warning("log dir failure reported by storage node %d",
+                                znodes.decode_log_dir_event(data))
+                    await self._zk(self.client.delete, path)
+                except Exception as e:  # noqa: BLE001 - gone already, or unreadable: skip it
+                    log.info("log dir event %s: %r", child, e)
+            self._brokers_dirty.set()
 
     async def _broker_loop(self) -> None:
         while True:

@@ -121,7 +121,8 @@ class ZkStore:
                 log.warning("ignoring storage node registration %s: %s", child, e)
                 continue
             endpoint = b.endpoints[0] if b.endpoints else f"tcp://{b.host}:{b.port}"
-            out.append(BrokerInfo(node_id, b.host, b.port, endpoint, b.rack or "", stat.czxid))
+            out.append(BrokerInfo(node_id, b.host, b.port, endpoint, b.rack or "", stat.czxid,
+                                  frozenset(b.offline_partitions)))
         return tuple(sorted(out, key=lambda b: b.node_id))
 
     def read_topics(self) -> tuple[TopicSnapshot, ...]:

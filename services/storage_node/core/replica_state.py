@@ -40,6 +40,7 @@ NONE = 0
 STALE_CONTROLLER_EPOCH = errors.StaleControllerEpochError.code
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.code
 NOT_LEADER_FOR_PARTITION = errors.NotLeaderForPartitionError.code
+KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
 INVALID_REQUEST = errors.InvalidRequestError.code
 
 TopicPartition = tuple[str, int]
@@ -206,6 +207,9 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.controller_epoch = -1
         self.replicas: dict[TopicPartition, Replica] = {}
+        # Replicas whose log dir failed (KIP-112): not served, refused in LEADER_AND_ISR, until
+        # the node restarts.
+        self.offline: set[TopicPartition] = set()
 
     # -- queries ---------------------------------------------------------------------------
     def get(self, tp: TopicPartition) -> Replica | None:
@@ -215,7 +219,7 @@ class ReplicaManager:
         """NONE if this node leads tp, else the error code to answer a client with."""
         r = self.replicas.get(tp)
         if r is None:
-            return UNKNOWN_TOPIC_OR_PARTITION
+            return KAFKA_STORAGE_ERROR if tp in self.offline else UNKNOWN_TOPIC_OR_PARTITION
         if r.role is not Role.LEADER:
             return NOT_LEADER_FOR_PARTITION
         return NONE
@@ -266,6 +270,8 @@ class ReplicaManager:
                 perrs.append((s.tp, STALE_CONTROLLER_EPOCH))
             elif s.replicas and self.broker_id not in s.replicas:
                 perrs.append((s.tp, UNKNOWN_TOPIC_OR_PARTITION))
+            elif s.tp in self.offline:
+                perrs.append((s.tp, KAFKA_STORAGE_ERROR))
             else:
                 accepted.append(s)
                 perrs.append((s.tp, NONE))
@@ -326,6 +332,24 @@ class ReplicaManager:
                 replica.log_end_offset = truncate_to
                 effects.append(BecomeFollower(s.tp, s.leader, s.leader_epoch, truncate_to))
         return effects
+
+    # -- log dir failure -------------------------------------------------------------------
+    def mark_offline(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """The log dir of `tps` failed: stop hosting them (no fetcher follows them, clients get
+        KAFKA_STORAGE_ERROR, LEADER_AND_ISR is refused for them). Returns those that were
+        hosted (their waiting produces and fetches must be answered)."""
+        removed = []
+        for tp in tps:
+            self.offline.add(tp)
+            if self.replicas.pop(tp, None) is not None:
+                removed.append(tp)
+        return removed
+
+    def mark_online(self, tps: Iterable[TopicPartition]) -> None:
+        """Their log dir takes appends again (space came back): the next LEADER_AND_ISR may
+        make them replicas again."""
+        for tp in tps:
+            self.offline.discard(tp)
 
     # -- STOP_REPLICA ----------------------------------------------------------------------
     def stop_replica(self, controller_epoch: int, tps: Iterable[TopicPartition]

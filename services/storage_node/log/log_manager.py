@@ -15,8 +15,9 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
+from riverbed import errors
 from services.storage_node.core import checkpoints
 from services.storage_node.log import files
 from services.storage_node.log.cleaner import Throttler, clean_log
@@ -40,6 +41,15 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return topic, int(part)
 
 
+def _listed_partitions(log_dir: str) -> list[tuple[str, int]]:
+    """Partitions a log dir's names say it holds (for a dir that failed to load)."""
+    try:
+        names = os.listdir(log_dir)
+    except OSError:
+        return []
+    return [tp for tp in (parse_partition_dir(n) for n in names) if tp is not None]
+
+
 class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig, *, now_ms: int,
                  rng: random.Random, topic_overrides: Mapping[str, Mapping[str, str]] | None = None,
@@ -58,9 +68,17 @@ class LogManager:
         self._dir_of: dict[tuple[str, int], str] = {}
         self._lock = threading.RLock()
         self.closed = False
+        # Log dirs taken offline after an I/O error (KIP-112), with the partitions they held.
+        self.offline_dirs: dict[str, tuple[tuple[str, int], ...]] = {}
         for d in self.log_dirs:
-            os.makedirs(d, exist_ok=True)
-            self._load_dir(d, now_ms)
+            try:
+                os.makedirs(d, exist_ok=True)
+                self._load_dir(d, now_ms)
+            except OSError as e:
+                log.error("log dir %s cannot be loaded (%s): offline", d, e)
+                self.mark_offline(d, _listed_partitions(d))
+        if len(self.offline_dirs) == len(self.log_dirs):
+            raise OSError(f"every log dir is offline: {', '.join(self.log_dirs)}")
 
     # ---- startup ------------------------------------------------------------------------
     def _read_checkpoint(self, log_dir: str, name: str) -> dict[tuple[str, int], int]:
@@ -118,12 +136,42 @@ class LogManager:
     def dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))
 
+    @property
+    def online_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
     def choose_dir(self) -> str:
-        """The log dir holding the fewest partitions (the first such in log.dirs order)."""
-        counts = {d: 0 for d in self.log_dirs}
+        """The online log dir holding the fewest partitions (the first such in log.dirs
+        order). KafkaStorageError when every log dir is offline."""
+        online = self.online_dirs
+        if not online:
+            raise errors.KafkaStorageError("every log dir of this node is offline")
+        counts = {d: 0 for d in online}
         for d in self._dir_of.values():
-            counts[d] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        return min(online, key=lambda d: counts[d])
+
+    def mark_offline(self, log_dir: str, extra: Iterable[tuple[str, int]] = ()
+                     ) -> tuple[tuple[str, int], ...]:
+        """Take `log_dir` offline after an I/O error: its logs are closed without flushing
+        (best effort) and forgotten; nothing is written there any more. Returns the partitions
+        it held (all of them, also on a second call)."""
+        log_dir = os.path.abspath(log_dir)
+        with self._lock:
+            if log_dir in self.offline_dirs:
+                return self.offline_dirs[log_dir]
+            tps = sorted({tp for tp, d in self._dir_of.items() if d == log_dir} | set(extra))
+            for tp in tps:
+                plog = self._logs.pop(tp, None)
+                self._dir_of.pop(tp, None)
+                if plog is not None:
+                    try:
+                        plog.abandon()
+                    except Exception:  # noqa: BLE001 - the disk is gone: closing may fail too
+                        pass
+            self.offline_dirs[log_dir] = tuple(tps)
+            return self.offline_dirs[log_dir]
 
     def get_or_create(self, topic: str, partition: int, overrides: Mapping[str, str] | None = None,
                       *, now_ms: int) -> PartitionLog:
@@ -135,10 +183,14 @@ class LogManager:
             if existing is not None:
                 return existing
             log_dir = self.choose_dir()
-            plog = PartitionLog.open(os.path.join(log_dir, f"{topic}-{partition}"), topic,
-                                     partition, self.config_for(topic), now_ms=now_ms,
-                                     rng=self.rng)
-            files.fsync_dir(log_dir)
+            try:
+                plog = PartitionLog.open(os.path.join(log_dir, f"{topic}-{partition}"), topic,
+                                         partition, self.config_for(topic), now_ms=now_ms,
+                                         rng=self.rng)
+                files.fsync_dir(log_dir)
+            except OSError as e:
+                e.log_dir = log_dir      # type: ignore[attr-defined] - for the caller to fail it
+                raise
             self._logs[tp] = plog
             self._dir_of[tp] = log_dir
             return plog
@@ -160,21 +212,35 @@ class LogManager:
         return True
 
     # ---- background work ----------------------------------------------------------------
-    def tick(self, now_ms: int) -> None:
-        """flush.ms and post-roll flushes, retention, due deletions, cleaning, checkpoints."""
-        for plog in list(self._logs.values()):
-            if plog.closed:
+    def tick(self, now_ms: int) -> list[tuple[str, OSError]]:
+        """flush.ms and post-roll flushes, retention, due deletions, cleaning, checkpoints.
+        An I/O error stops the work on that log dir: returns [(log dir, error)] for the caller
+        to take offline (the other dirs' work goes on)."""
+        failed: dict[str, OSError] = {}
+        for tp, plog in list(self._logs.items()):
+            d = self._dir_of.get(tp)
+            if plog.closed or d in failed:
                 continue
-            plog.tick(now_ms)
-            plog.delete_old_segments(now_ms)
-            if self.cleaner_enable and plog.config.compact:
-                clean_log(plog, now_ms=now_ms, throttler=self.throttler)
-        self.checkpoint()
+            try:
+                plog.tick(now_ms)
+                plog.delete_old_segments(now_ms)
+                if self.cleaner_enable and plog.config.compact:
+                    clean_log(plog, now_ms=now_ms, throttler=self.throttler)
+            except OSError as e:
+                if d is not None:
+                    failed[d] = e
+        return list(failed.items()) + [f for f in self.checkpoint() if f[0] not in failed]
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> list[tuple[str, OSError]]:
+        """Write each online dir's checkpoints; [(log dir, error)] for those that failed."""
+        failed = []
         with self._lock:
-            for d in self.log_dirs:
-                self._write_checkpoints(d)
+            for d in self.online_dirs:
+                try:
+                    self._write_checkpoints(d)
+                except OSError as e:
+                    failed.append((d, e))
+        return failed
 
     def _write_checkpoints(self, log_dir: str) -> None:
         logs = {tp: p for tp, p in self._logs.items() if self._dir_of.get(tp) == log_dir}
@@ -191,9 +257,21 @@ class LogManager:
         with self._lock:
             if self.closed:
                 return
-            for plog in self._logs.values():
-                plog.close()
-            self.checkpoint()
-            for d in self.log_dirs:
-                files.atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), "")
+            failed = set()
+            for tp, plog in self._logs.items():
+                try:
+                    plog.close()
+                except OSError as e:
+                    d = self._dir_of.get(tp)
+                    log.error("closing %s-%d failed (%s): %s left without a clean-shutdown "
+                              "marker", tp[0], tp[1], e, d)
+                    failed.add(d)
+            failed |= {d for d, _ in self.checkpoint()}
+            for d in self.online_dirs:
+                if d in failed:
+                    continue
+                try:
+                    files.atomic_write(os.path.join(d, CLEAN_SHUTDOWN_MARKER), "")
+                except OSError as e:
+                    log.error("clean-shutdown marker in %s: %s", d, e)
             self.closed = True

@@ -634,6 +634,19 @@ class PartitionLog:
             for _t, seg in self._pending_deletes:
                 seg.close()
 
+    def abandon(self) -> None:
+        """Close every file without flushing or trimming: the log dir failed (KIP-112), so
+        nothing more is written; what is on disk is recovered by the next start."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            for seg in list(self._view.segments) + [seg for _t, seg in self._pending_deletes]:
+                try:
+                    seg.close()
+                except OSError:
+                    pass
+
     # ---- leader epochs (for the replication layer) -----------------------------------------
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         with self._lock:

@@ -113,11 +113,31 @@ class Logs:
         self.manager.delete_partition(tp[0], tp[1])
         self.hw_checkpoint.pop(tp, None)
 
-    def tick(self) -> None:
-        self.manager.tick(_now_ms())
-        for store in list(self.stores.values()):
-            if not store.log.closed:
+    def tick(self) -> list[tuple[str, OSError]]:
+        """Log maintenance; [(log dir, I/O error)] for dirs that failed (to take offline)."""
+        failed = dict(self.manager.tick(_now_ms()))
+        for tp, store in list(self.stores.items()):
+            if store.log.closed:
+                continue
+            try:
                 store.delete_old_snapshots()    # retention moved the log start past them
+            except OSError as e:
+                d = self.manager.dir_of(*tp)
+                if d is not None:
+                    failed.setdefault(d, e)
+        return list(failed.items())
+
+    def dir_of(self, tp) -> str | None:
+        return self.manager.dir_of(tp[0], tp[1])
+
+    def mark_offline(self, log_dir: str) -> tuple[tuple[str, int], ...]:
+        """Take a failed log dir offline (LogManager.mark_offline); forget its partitions'
+        producer state. Returns the partitions it held."""
+        tps = self.manager.mark_offline(log_dir)
+        for tp in tps:
+            self.stores.pop(tp, None)
+            self.hw_checkpoint.pop(tp, None)
+        return tps
 
     def expire_producers(self) -> int:
         """Forget producers idle for producer.id.expiration.ms. Returns how many."""
@@ -130,19 +150,26 @@ class Logs:
                 dropped += len(gone)
         return dropped
 
-    def write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> None:
-        """Write `replication-offset-checkpoint` in each log dir (only when it changed)."""
-        by_dir: dict[str, dict] = {d: {} for d in self.manager.log_dirs}
+    def write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> list[tuple[str, OSError]]:
+        """Write `replication-offset-checkpoint` in each online log dir (only when it changed);
+        [(log dir, I/O error)] for those that failed."""
+        failed = []
+        by_dir: dict[str, dict] = {d: {} for d in self.manager.online_dirs}
         for tp, hw in hws.items():
             d = self.manager.dir_of(tp[0], tp[1])
-            if d is not None:
+            if d is not None and d in by_dir:
                 by_dir[d][tp] = hw
         for d, offsets in by_dir.items():
             text = checkpoints.format_offsets(offsets)
             if self._written.get(d) != text:
-                files.atomic_write(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), text)
+                try:
+                    files.atomic_write(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), text)
+                except OSError as e:
+                    failed.append((d, e))
+                    continue
                 self._written[d] = text
         self.hw_checkpoint = dict(hws)
+        return failed
 
     def close(self) -> None:
         """A snapshot of every partition's producer state at its log end, then the logs (flush,

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import shutil
 import time
 
 from opentelemetry import trace
@@ -37,6 +38,7 @@ from services.common.rpc import AsyncChannel, Reply, RpcServer, remote_wait
 from services.common.telemetry import Telemetry
 from services.storage_node.config import StorageNodeConfig
 from services.storage_node.core import divergence
+from services.storage_node.core.log_dirs import DirSpace
 from services.storage_node.core.produce_admission import (acks_all_result, admit_partition,
                                                           check_acks, max_batch_bytes,
                                                           min_insync_replicas)
@@ -122,6 +124,12 @@ class StorageNode:
         self.replication_bytes_out: dict[str, int] = {}
         self.isr_changes = {"shrink": 0, "expand": 0}
         self.telemetry: Telemetry | None = None
+        # Log dirs (KIP-112): free space against log.dir.free.bytes.min, dirs low on space.
+        self.space = DirSpace(cfg.log_dir_free_bytes_min)
+        self.low_dirs: dict[str, tuple] = {}       # log dir -> its partitions, while low
+        self.log_dir_failures = 0
+        self._stop_event: asyncio.Event | None = None
+        self._background: set[asyncio.Task] = set()
 
     # =========================================================================================
     # lifecycle
@@ -129,8 +137,14 @@ class StorageNode:
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until `stop` is set (SIGTERM/SIGINT in services.common.service_main)."""
         self._loop = asyncio.get_running_loop()
+        self._stop_event = stop
         cfg = self.cfg
         self.logs = log_access.open_logs(cfg)
+        for d, tps in self.logs.manager.offline_dirs.items():   # failed to load: not served
+            self.core.mark_offline(tps)
+            log.error("[node %d] log dir %s is offline (%d partition(s)); the others serve",
+                      cfg.broker_id, d, len(tps))
+        self._measure_space()
         log.info("[node %d] opened %d local partition log(s) in %s", cfg.broker_id,
                  len(self.logs.partitions()), cfg.log_dirs)
         # Local logs are served only once a LEADER_AND_ISR names this node a replica.
@@ -214,9 +228,7 @@ class StorageNode:
     def _register(self) -> None:
         cfg = self.cfg
         path = znodes.broker_path(cfg.broker_id)
-        data = znodes.encode_broker(znodes.BrokerInfo(
-            broker_id=cfg.broker_id, host=cfg.host_name, port=cfg.port,
-            endpoints=(cfg.endpoint,), timestamp_ms=int(time.time() * 1000)))
+        data = self._registration()
         try:   # an old session of ours may still be expiring: register_ephemeral waits for it
             stat = zkmod.register_ephemeral(
                 self.zk, path, data, session_id=self.zk.client_id[0],
@@ -227,6 +239,99 @@ class StorageNode:
         self.broker_epoch = stat.czxid
         log.info("[node %d] registered %s (broker epoch %d)", cfg.broker_id, path,
                  self.broker_epoch)
+
+    def _registration(self) -> bytes:
+        cfg = self.cfg
+        return znodes.encode_broker(znodes.BrokerInfo(
+            broker_id=cfg.broker_id, host=cfg.host_name, port=cfg.port,
+            endpoints=(cfg.endpoint,), timestamp_ms=int(time.time() * 1000),
+            offline_partitions=self.offline_partitions()))
+
+    def offline_partitions(self) -> tuple[tuple[str, int], ...]:
+        """Replicas this node cannot serve: in failed log dirs, or in dirs low on space."""
+        out: set = set(self.core.offline)
+        return tuple(sorted(out))
+
+    def _report_log_dirs(self) -> None:
+        """Tell the controller (a ZooKeeper thread): our registration names the offline
+        replicas, and a log-dir event makes the controller read it now (Kafka's
+        /log_dir_event_notification)."""
+        if self.zk is None:
+            return
+        try:
+            self.zk.set(znodes.broker_path(self.cfg.broker_id), self._registration())
+            self.zk.create(f"{znodes.LOG_DIR_EVENT_NOTIFICATION}/{znodes.LOG_DIR_EVENT_PREFIX}",
+                           znodes.encode_log_dir_event(self.cfg.broker_id), sequence=True,
+                           makepath=True)
+        except Exception as e:  # noqa: BLE001 - the session is gone: re-registration tells it
+            log.warning("[node %d] reporting log dirs to the controller failed: %r",
+                        self.cfg.broker_id, e)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- log dirs: failures and headroom ----------------------------------------------------
+    def _dir_of(self, tp) -> str | None:
+        return self.logs.dir_of(tp) if self.logs is not None else None
+
+    def fail_log_dir(self, log_dir: str | None, err: BaseException, what: str) -> None:
+        """An I/O error in `log_dir` (ENOSPC, EROFS, EIO...): take it offline for good (until
+        a restart), hand its partitions to other replicas, keep serving the other dirs."""
+        if log_dir is None or self.logs is None or log_dir in self.logs.manager.offline_dirs:
+            return
+        self.log_dir_failures += 1
+        tps = self.logs.mark_offline(log_dir)
+        self.space.forget(log_dir)
+        self.low_dirs.pop(log_dir, None)
+        log.error("[node %d] log dir %s failed during %s: %s. It is offline until a restart; "
+                  "its %d partition(s) move to other replicas", self.cfg.broker_id, log_dir,
+                  what, err, len(tps))
+        self._take_offline(tps)
+        if not self.logs.manager.online_dirs:
+            log.error("[node %d] every log dir is offline: shutting down", self.cfg.broker_id)
+            if self._stop_event is not None:
+                self._stop_event.set()
+
+    def _take_offline(self, tps) -> None:
+        for tp in self.core.mark_offline(tps):
+            for op in self.produce_purgatory.on_leadership_lost(tp):
+                self._finish_produce(op)
+            self._partition_changed(tp, False)
+        self._reconcile_fetchers()
+        self._spawn(asyncio.to_thread(self._report_log_dirs))
+
+    def _space_changed(self, change) -> None:
+        if change is None or self.logs is None:
+            return
+        d = change.log_dir
+        if change.low:
+            tps = tuple(tp for tp in self.logs.partitions() if self.logs.dir_of(tp) == d)
+            self.low_dirs[d] = tps
+            log.error("[node %d] log dir %s has %d bytes free, below log.dir.free.bytes.min=%d: "
+                      "it refuses appends and its %d partition(s) move to other replicas until "
+                      "%d bytes are free", self.cfg.broker_id, d, change.free,
+                      self.cfg.log_dir_free_bytes_min, len(tps),
+                      int(self.cfg.log_dir_free_bytes_min * 1.5))
+            self._take_offline(tps)
+        else:
+            tps = self.low_dirs.pop(d, ())
+            log.warning("[node %d] log dir %s has %d bytes free again: its %d partition(s) "
+                        "rejoin", self.cfg.broker_id, d, change.free, len(tps))
+            self.core.mark_online(tps)
+            self._spawn(asyncio.to_thread(self._report_log_dirs))
+
+    def _measure_space(self) -> None:
+        if self.cfg.log_dir_free_bytes_min <= 0 or self.logs is None:
+            return
+        for d in self.logs.manager.online_dirs:
+            try:
+                free = shutil.disk_usage(d).free
+            except OSError as e:
+                self.fail_log_dir(d, e, "a free-space check")
+                continue
+            self._space_changed(self.space.measured(d, free))
 
     def _zk_stop(self) -> None:
         if self._watcher is not None:
@@ -252,11 +357,13 @@ class StorageNode:
                     self._propose_isr(eff, "shrink")
             if now >= next_log_tick:
                 next_log_tick = now + int(IDLE_TICK_S * 1000)
-                try:
-                    self.logs.tick()     # flush.ms, the flush after a roll, due deletions
+                try:     # flush.ms, the flush after a roll, due deletions, retention
+                    for d, e in self.logs.tick():
+                        self.fail_log_dir(d, e, "log maintenance")
                 except Exception:
                     log.exception("log maintenance failed")
                 self._checkpoint_high_watermarks()
+                self._measure_space()
             if now >= next_producer_expiry:
                 next_producer_expiry = now + self.cfg.producer_id_expiration_check_interval_ms
                 try:
@@ -302,6 +409,17 @@ class StorageNode:
         if fut is not None and not fut.done():
             fut.set_result(op.results)
 
+    def _space_low_after(self, log_dir: str | None, nbytes: int) -> bool:
+        """Count an append of nbytes against the dir's measured free space; True (and the dir
+        handed over) when it would go below log.dir.free.bytes.min."""
+        if log_dir is None:
+            return False
+        change = self.space.appended(log_dir, nbytes)
+        if change is None:
+            return False
+        self._space_changed(change)
+        return True
+
     def _min_insync(self, topic: str) -> int:
         return min_insync_replicas(self.topic_configs.get(topic), self.cfg.min_insync_replicas)
 
@@ -337,6 +455,11 @@ class StorageNode:
                 continue
             replica = self.core.get(tp)
             plog = self.logs.get(tp)
+            log_dir = self._dir_of(tp)
+            if self.space.is_low(log_dir) or self._space_low_after(log_dir, len(payload)):
+                results[tp] = [KAFKA_STORAGE_ERROR, f"{tp[0]}-{tp[1]}: log dir {log_dir} is below "
+                               "log.dir.free.bytes.min; leadership is moving", -1, -1]
+                continue
             try:
                 decision, first, last = log_access.append_as_leader(
                     self.logs.store(tp), payload, replica.leader_epoch, adm.headers)
@@ -344,8 +467,8 @@ class StorageNode:
                 results[tp] = [e.code, e.message, -1, -1]
                 continue
             except OSError as e:
-                log.error("[%s-%d] append failed: %s", tp[0], tp[1], e)
-                results[tp] = [KAFKA_STORAGE_ERROR, str(e), -1, -1]
+                self.fail_log_dir(log_dir, e, f"an append to {tp[0]}-{tp[1]}")
+                results[tp] = [KAFKA_STORAGE_ERROR, f"{tp[0]}-{tp[1]}: {e}", -1, -1]
                 continue
             if decision.verdict is Verdict.REFUSE:       # sequence/epoch check: nothing appended
                 results[tp] = [decision.error_code, decision.message, -1, -1]
@@ -494,8 +617,10 @@ class StorageNode:
                 any_error = True
                 continue
             if r is None:
-                fields.update(error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                              error_message=f"{topic}-{p.partition} is not hosted here")
+                code = self.core.leader_check(tp)
+                fields.update(error_code=code, error_message=(
+                    f"{topic}-{p.partition}: its log dir is offline here"
+                    if code == KAFKA_STORAGE_ERROR else f"{topic}-{p.partition} is not hosted here"))
             elif r.role is not Role.LEADER:
                 fields.update(error_code=NOT_LEADER_FOR_PARTITION, leader_epoch=r.leader_epoch,
                               error_message=f"{topic}-{p.partition}: leader is {r.leader}")
@@ -516,7 +641,12 @@ class StorageNode:
                     if remaining is not None:
                         limit = min(limit, max(remaining, 0))
                     if limit > 0 or not any(d for _, d in out):
-                        data = log_access.read(plog, p.fetch_offset, max(limit, 1), upper)
+                        try:
+                            data = log_access.read(plog, p.fetch_offset, max(limit, 1), upper)
+                        except OSError as e:
+                            self.fail_log_dir(self._dir_of(tp), e, f"a read of {topic}-{p.partition}")
+                            fields.update(error_code=KAFKA_STORAGE_ERROR, error_message=str(e))
+                            data = b""
                         if remaining is not None:
                             remaining -= len(data)
             if fields["error_code"] != NONE:
@@ -605,7 +735,12 @@ class StorageNode:
                     if s.topic_configs:
                         self.topic_configs[s.topic] = dict(s.topic_configs)
                     plog = self.logs.get_or_create(s.tp, self.topic_configs.get(s.topic, {}))
-                except (errors.KafkaError, ValueError, OSError) as e:
+                except OSError as e:
+                    self.fail_log_dir(getattr(e, "log_dir", None), e,
+                                      f"opening {s.topic}-{s.partition}")
+                    perrs[s.tp] = KAFKA_STORAGE_ERROR
+                    continue
+                except (errors.KafkaError, ValueError) as e:
                     log.error("[%s-%d] cannot open the log: %s", s.topic, s.partition, e)
                     perrs[s.tp] = getattr(e, "code", KAFKA_STORAGE_ERROR) \
                         if isinstance(e, errors.KafkaError) else errors.InvalidConfigError.code
@@ -628,6 +763,12 @@ class StorageNode:
         return Reply(resp)
 
     def _apply_role_change(self, eff) -> None:
+        try:
+            self._apply_role_change_io(eff)
+        except OSError as e:
+            self.fail_log_dir(self._dir_of(eff.tp), e, f"a role change of {eff.tp[0]}-{eff.tp[1]}")
+
+    def _apply_role_change_io(self, eff) -> None:
         tp = eff.tp
         if isinstance(eff, BecomeLeader):
             log.info("[%s-%d leader_epoch=%d] became leader; epoch starts at offset %d",
@@ -708,8 +849,15 @@ class StorageNode:
             return   # the partition changed while the fetch was in flight
         plog = self.logs.get(tp)
         end = whole_batches_end(data)
+        log_dir = self._dir_of(tp)
         if end > 0:
-            log_access.append_as_follower(self.logs.store(tp), memoryview(data)[:end])
+            if self.space.is_low(log_dir) or self._space_low_after(log_dir, end):
+                return                                 # handed over: the fetcher drops tp
+            try:
+                log_access.append_as_follower(self.logs.store(tp), memoryview(data)[:end])
+            except OSError as e:
+                self.fail_log_dir(log_dir, e, f"a replicated append to {tp[0]}-{tp[1]}")
+                return
         moved = self.core.on_follower_appended(tp, log_access.log_end_offset(plog), leader_hw)
         self._partition_changed(tp, moved)
 
@@ -753,7 +901,8 @@ class StorageNode:
         try:
             hws = dict(self.logs.hw_checkpoint)
             hws.update({tp: r.high_watermark for tp, r in self.core.replicas.items()})
-            self.logs.write_high_watermarks(hws)
+            for d, e in self.logs.write_high_watermarks(hws):
+                self.fail_log_dir(d, e, "the high-watermark checkpoint")
         except Exception:
             log.exception("writing the high-watermark checkpoint failed")
 

@@ -39,7 +39,7 @@ def test_paths_refuse_bad_ids(bad):
 
 def test_registry_lists_every_znode_once():
     names = [s.name for s in zn.ZNODES]
-    assert len(names) == len(set(names)) == 16
+    assert len(names) == len(set(names)) == 17
     assert {s.path for s in zn.ZNODES if s.ephemeral} == {
         "/brokers/ids/<id>", "/controller", "/riverbed/gateways/<id>",
         "/riverbed/group_coordinators/ids/<id>", "/riverbed/group_coordinators/shards/<shard>",
@@ -53,6 +53,22 @@ def test_broker_json_shape_and_round_trip():
                    "endpoints": ["tcp://127.0.0.1:9102"], "rack": "r1",
                    "timestamp": "1700000000000"}
     assert zn.decode_broker(2, zn.encode_broker(info)) == info
+
+
+def test_broker_offline_partitions_round_trip_and_are_absent_when_none():
+    info = zn.BrokerInfo(2, "h", 1, ("tcp://h:1",), None, 5, offline_partitions=(("t", 0), ("u", 3)))
+    obj = json.loads(zn.encode_broker(info))
+    assert obj["offline_partitions"] == [["t", 0], ["u", 3]]
+    assert zn.decode_broker(2, zn.encode_broker(info)) == info
+    bare = zn.BrokerInfo(2, "h", 1, ("tcp://h:1",), None, 5)
+    assert "offline_partitions" not in json.loads(zn.encode_broker(bare))
+    with pytest.raises(zn.ZnodeDataError):
+        zn.decode_broker(2, b'{"version":1,"host":"h","port":1,"offline_partitions":[["t"]]}')
+
+
+def test_log_dir_event_is_kafkas_shape():
+    assert json.loads(zn.encode_log_dir_event(3)) == {"version": 1, "broker": 3, "event": 1}
+    assert zn.decode_log_dir_event(zn.encode_log_dir_event(3)) == 3
 
 
 def test_topic_assignment_shape():
