@@ -50,6 +50,10 @@ ApiKey = header_pb2.ApiKey
 
 
 class Admin:
+    """Topics, configs, partitions, consumer groups and the cluster (kafka-python's
+    KafkaAdminClient). Synchronous; one thread at a time. It belongs to the process that created
+    it: after os.fork() the child's copy raises errors.ForkedClientError from every call."""
+
     def __init__(self, bootstrap: str | Sequence[str] | None = None, *,
                  client_id: str | None = None, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, bootstrap_servers: str | Sequence[str] | None = None,

@@ -15,7 +15,7 @@ import logging
 import os
 from typing import Callable, Iterable, Sequence
 
-from riverbed import errors
+from riverbed import errors, process_owner
 from riverbed._proto.v1 import header_pb2, metadata_pb2
 from riverbed.structs import BrokerInfo, GatewayInfo, PartitionInfo, TopicDescription, TopicPartition
 
@@ -164,6 +164,7 @@ class GatewayConnection:
         self._channel = None
         self.metadata = ClusterMetadata()
         self.failovers = 0
+        self._owner_pid = process_owner.current_pid()
 
     @property
     def endpoint(self) -> str:
@@ -171,6 +172,7 @@ class GatewayConnection:
 
     @property
     def channel(self):
+        process_owner.check_owner(self._owner_pid, f"this client ({self.client_id})")
         if self._channel is None:
             self._channel = self._channel_factory(self.endpoint, client_id=self.client_id)
         return self._channel
@@ -203,6 +205,7 @@ class GatewayConnection:
     def call(self, api: int, body, *, payloads: Sequence = (), timeout_ms: int | None = None):
         """A request/response call; on no answer, tries each other known gateway once.
         Raises the envelope error, or RequestTimedOutError when no gateway answered."""
+        process_owner.check_owner(self._owner_pid, f"this client ({self.client_id})")
         timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
         last: Exception | None = None
         for _ in range(len(self._endpoints)):

@@ -30,7 +30,7 @@ import os
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from riverbed import errors
+from riverbed import errors, process_owner
 from riverbed._proto.v1 import fetch_pb2, header_pb2, list_offsets_pb2
 from riverbed.cluster import GatewayConnection
 from riverbed.fetcher import CompletedFetch
@@ -99,7 +99,9 @@ class Consumer:
             for rec in c:
                 print(rec.partition, rec.offset, rec.key, rec.value)
 
-    Not thread-safe (like kafka-python's): use it from one thread."""
+    Not thread-safe (like kafka-python's): use it from one thread. It belongs to the process
+    that created it: after os.fork(), the child's copy raises errors.ForkedClientError from
+    poll() and every call that talks to the cluster; close() there is a no-op."""
 
     def __init__(self, *topics: str, bootstrap: str | Sequence[str] | None = None,
                  client_id: str | None = None, group_id: str | None = None,
@@ -142,6 +144,7 @@ class Consumer:
         self._fetch_in_flight: dict[int, dict[TopicPartition, int]] = {}  # corr -> tp -> epoch
         self._pending_error: BaseException | None = None
         self._closed = False
+        self._owner_pid = process_owner.current_pid()
         self._iterator_records: collections.deque = collections.deque()
         self._drain_start = 0
         self.group_id = group_id
@@ -194,6 +197,7 @@ class Consumer:
 
     # -- consumer groups (riverbed.group_membership) -------------------------------------------
     def _require_group(self, what: str) -> GroupMembership:
+        process_owner.check_owner(self._owner_pid, "this consumer")
         if self._group is None:
             raise errors.ClientError(f"{what} needs a group_id")
         return self._group
@@ -532,6 +536,7 @@ class Consumer:
              update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the assigned partitions: {TopicPartition: [ConsumerRecord, ...]}, at most
         max_records (default max_poll_records) in all; {} if none arrived within timeout_ms."""
+        process_owner.check_owner(self._owner_pid, "this consumer")
         if self._closed:
             raise errors.ClientError("consumer is closed")
         max_records = max_records or self.max_poll_records
@@ -597,6 +602,7 @@ class Consumer:
         return self
 
     def __next__(self) -> ConsumerRecord:
+        process_owner.check_owner(self._owner_pid, "this consumer")
         if self._iterator_records:
             return self._iterator_records.popleft()
         deadline = _now_ms() + self.consumer_timeout_ms
@@ -611,6 +617,11 @@ class Consumer:
                 return self._iterator_records.popleft()
 
     def close(self) -> None:
+        """Leave the group (after an auto-commit) and close the connections. In a forked child
+        it only marks this copy closed: the group membership is the parent's."""
+        if not self._closed and self._owner_pid != process_owner.current_pid():
+            self._closed = True
+            return
         if not self._closed:
             try:
                 if self._group is not None:

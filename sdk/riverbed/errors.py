@@ -120,6 +120,11 @@ class BufferExhaustedError(KafkaTimeoutError):
     """The producer's `buffer_memory` stayed full for longer than `max_block_ms`."""
 
 
+class ForkedClientError(ClientError):
+    """A client was used in a process other than the one that created it (after `os.fork()`).
+    Its sockets and threads stayed in the parent: create a new client in the child."""
+
+
 def for_code(code: int, message: str = "", *, topic: str | None = None,
              partition: int | None = None) -> KafkaError:
     """The exception for a wire error code; an unknown code becomes UnknownServerError."""
