@@ -204,18 +204,20 @@ class GatewayConnection:
 
     def call(self, api: int, body, *, payloads: Sequence = (), timeout_ms: int | None = None):
         """A request/response call; on no answer, tries each other known gateway once.
-        Raises the envelope error, or RequestTimedOutError when no gateway answered."""
+        Raises the envelope error, or NoBrokersAvailable (a RequestTimedOutError) naming the
+        endpoints when no gateway answered."""
         process_owner.check_owner(self._owner_pid, f"this client ({self.client_id})")
         timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        tried = list(self._endpoints)
         last: Exception | None = None
-        for _ in range(len(self._endpoints)):
+        for _ in range(len(tried)):
             try:
                 return self.channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms)
             except errors.RequestTimedOutError as e:
                 last = e
                 self.failover(str(e))
-        assert last is not None
-        raise last
+        raise errors.NoBrokersAvailable(
+            f"no gateway answered within {timeout_ms} ms; tried {', '.join(tried)} ({last})")
 
     def fetch_metadata(self, topics: Iterable[str] | None = None, *,
                        allow_auto_topic_creation: bool = False,

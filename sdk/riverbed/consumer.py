@@ -147,6 +147,10 @@ class Consumer:
         self._owner_pid = process_owner.current_pid()
         self._iterator_records: collections.deque = collections.deque()
         self._drain_start = 0
+        # metrics(): counted per poll / per fetch, never per record
+        self._records_consumed = 0
+        self._bytes_fetched = 0
+        self._fetch_requests = 0
         self.group_id = group_id
         self._group: GroupMembership | None = None
         if group_id is not None:
@@ -423,6 +427,7 @@ class Consumer:
         corr = self._conn.channel.send(ApiKey.FETCH, req, timeout_ms=self.request_timeout_ms
                                        + self.fetch_max_wait_ms)
         self._fetch_in_flight[corr] = epochs
+        self._fetch_requests += 1
 
     def _handle_fetch_response(self, resp) -> None:
         epochs = self._fetch_in_flight.pop(resp.correlation_id, None)
@@ -476,6 +481,7 @@ class Consumer:
                         topic=tp.topic, partition=tp.partition)
             return
         next_offset = batches[-1][1].next_offset
+        self._bytes_fetched += len(buf)
         st.fetch_offset = next_offset
         st.buffered.append(CompletedFetch(tp, buf, batches, next_offset, st.high_watermark,
                                           self.check_crcs))
@@ -557,6 +563,7 @@ class Consumer:
             records = self._drain(max_records)
             if records:
                 self._send_fetches()
+                self._records_consumed += sum(map(len, records.values()))
                 return records
             now = _now_ms()
             if now >= deadline and chan_recv is not None:
@@ -597,6 +604,27 @@ class Consumer:
                 break
             self._handle_fetch_response(resp)
 
+    def metrics(self, raw: bool = False) -> dict[str, Any]:
+        """Counters of this consumer (kafka-python's metrics(), flat like Producer.metrics()):
+        records returned by poll, bytes and FETCH requests, assignment, lag per partition (high
+        watermark - position, where both are known), the group's generation and rebalances."""
+        lag = {}
+        for tp, st in self._subs.assignment.items():
+            if st.position is not None and st.high_watermark >= 0:
+                lag[f"{tp.topic}-{tp.partition}"] = max(st.high_watermark - st.position, 0)
+        group = self._group
+        return {"records_consumed": self._records_consumed,
+                "bytes_fetched": self._bytes_fetched,
+                "fetch_requests": self._fetch_requests,
+                "fetches_in_flight": len(self._fetch_in_flight),
+                "assigned_partitions": len(self._subs.assignment),
+                "records_lag": lag,
+                "records_lag_max": max(lag.values(), default=0),
+                "group_id": self.group_id,
+                "generation_id": group.generation_id if group is not None else -1,
+                "rebalances": group.rebalances if group is not None else 0,
+                "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers}
+
     # -- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> "Consumer":
         return self
@@ -616,16 +644,17 @@ class Consumer:
             if self._iterator_records:
                 return self._iterator_records.popleft()
 
-    def close(self) -> None:
-        """Leave the group (after an auto-commit) and close the connections. In a forked child
-        it only marks this copy closed: the group membership is the parent's."""
+    def close(self, autocommit: bool = True) -> None:
+        """Leave the group (after an auto-commit when enable_auto_commit and autocommit, as
+        kafka-python's close(autocommit=True)) and close the connections. In a forked child it
+        only marks this copy closed: the group membership is the parent's."""
         if not self._closed and self._owner_pid != process_owner.current_pid():
             self._closed = True
             return
         if not self._closed:
             try:
                 if self._group is not None:
-                    self._group.close()      # auto-commit, revoke, LEAVE_GROUP
+                    self._group.close(autocommit)      # auto-commit, revoke, LEAVE_GROUP
             finally:
                 self._closed = True
                 self._conn.close()

@@ -45,7 +45,8 @@ from riverbed import errors
 from riverbed._proto.v1 import group_pb2, header_pb2, offset_pb2
 from riverbed.cluster import GatewayConnection
 from riverbed.coordinator.consumer_protocol import group_by_topic
-from riverbed.structs import TopicPartition
+from riverbed.errors import CommitFailedError, NoOffsetForPartitionError
+from riverbed.structs import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
     from riverbed.consumer import Consumer
@@ -72,13 +73,6 @@ _GENERATION_GONE = frozenset({_REBALANCE, _ILLEGAL_GENERATION, _UNKNOWN_MEMBER})
 
 # ------------------------------------------------------------------------------- public types
 
-class OffsetAndMetadata(NamedTuple):
-    """A committed offset: the next offset to consume, and free-form metadata (kafka-python)."""
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
-
-
 class ConsumerRebalanceListener:
     """Subclass and pass to `subscribe(listener=...)` (kafka-python's / Kafka's interface).
 
@@ -96,20 +90,6 @@ class ConsumerRebalanceListener:
 
     def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
         self.on_partitions_revoked(lost)
-
-
-class CommitFailedError(errors.ClientError):
-    """The commit cannot complete: the group rebalanced (or this member was removed) and the
-    partitions may be someone else's now. The consumer rejoins on its next poll()."""
-
-
-class NoOffsetForPartitionError(errors.OffsetOutOfRangeError, errors.ClientError):
-    """auto_offset_reset='none' and the group has no committed offset for the partition
-    (Kafka's NoOffsetForPartitionException). Subclass of OffsetOutOfRangeError."""
-
-    def __init__(self, message: str = "", *, topic: str | None = None,
-                 partition: int | None = None):
-        errors.OffsetOutOfRangeError.__init__(self, message, topic=topic, partition=partition)
 
 
 @dataclass(frozen=True)
@@ -445,10 +425,10 @@ class GroupMembership:
             self.assigned = frozenset()
         self.state = MemberState.REBALANCING
 
-    def _prepare_leave(self) -> None:
+    def _prepare_leave(self, autocommit: bool = True) -> None:
         """Before LeaveGroup (close, unsubscribe): auto-commit, then revoke."""
         if self.state is MemberState.STABLE and not self.rejoin_needed:
-            if self.enable_auto_commit:
+            if autocommit and self.enable_auto_commit:
                 self._commit_positions_quietly("on leave")
             self._invoke_listener("on_partitions_revoked", set(self.assigned))
         elif self.state is MemberState.STABLE:
@@ -594,14 +574,15 @@ class GroupMembership:
         self._reset_generation()
         self.state = MemberState.UNJOINED
 
-    def close(self) -> None:
-        """Auto-commit (sync), revoke, LEAVE_GROUP at once, complete async commits."""
+    def close(self, autocommit: bool = True) -> None:
+        """Auto-commit (sync, unless autocommit=False), revoke, LEAVE_GROUP at once, complete
+        async commits."""
         try:
             self._drain_async_commits()
             if self.subscribed:
-                self._prepare_leave()
+                self._prepare_leave(autocommit)
                 self.leave_group()
-            elif self.enable_auto_commit and self._consumer._subs.assignment:
+            elif autocommit and self.enable_auto_commit and self._consumer._subs.assignment:
                 self._commit_positions_quietly("on close")
         finally:
             self._fail_pending_commits(errors.ClientError("consumer closed"))

@@ -482,7 +482,9 @@ class Producer:
     undelivered_at_close = 0
     """How many records of the batches pending when close() began failed (0 before close)."""
 
-    def metrics(self) -> dict:
+    def metrics(self, raw: bool = False) -> dict[str, Any]:
+        """Counters of this producer (kafka-python's metrics(); flat, `raw` is accepted and
+        changes nothing)."""
         idem = self._idempotence
         return {"requests_sent": self._sender.requests_sent,
                 "in_flight": len(self._sender.in_flight),
