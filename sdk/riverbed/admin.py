@@ -22,7 +22,7 @@ from riverbed._proto.v1 import (
     metadata_pb2,
     offset_pb2,
 )
-from riverbed.cluster import GatewayConnection
+from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
     GroupDescription,
@@ -65,12 +65,11 @@ class Admin(KafkaPythonAdminMixin):
     riverbed.kafka_python_admin). Synchronous; one thread at a time. It belongs to the process that created
     it: after os.fork() the child's copy raises errors.ForkedClientError from every call."""
 
-    def __init__(self, bootstrap: str | Sequence[str] | None = None, *,
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  client_id: str | None = None, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, bootstrap_servers: str | Sequence[str] | None = None,
+                 retry_backoff_ms: int = 100, bootstrap: str | Sequence[str] | None = None,
                  _channel_factory: Callable | None = None):
-        if bootstrap is None:
-            bootstrap = bootstrap_servers
+        bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
         self.client_id = client_id or f"riverbed-admin-{os.getpid()}"
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms

@@ -20,17 +20,34 @@ from riverbed._proto.v1 import header_pb2, metadata_pb2
 from riverbed.structs import BrokerInfo, GatewayInfo, PartitionInfo, TopicDescription, TopicPartition
 
 __all__ = ["ClusterMetadata", "GatewayConnection", "DEFAULT_BOOTSTRAP", "default_bootstrap",
-           "normalize_bootstrap"]
+           "normalize_bootstrap", "resolve_bootstrap", "BOOTSTRAP_ENV"]
 
 log = logging.getLogger(__name__)
 
 ApiKey = header_pb2.ApiKey
 DEFAULT_BOOTSTRAP = "tcp://127.0.0.1:9092"
+BOOTSTRAP_ENV = "RIVERBED_BOOTSTRAP"
+
+Bootstrap = str | Sequence[str]
 
 
 def default_bootstrap() -> list[str]:
     """RIVERBED_BOOTSTRAP (comma-separated) or the local fleet's gateway."""
-    return normalize_bootstrap(os.environ.get("RIVERBED_BOOTSTRAP") or DEFAULT_BOOTSTRAP)
+    return normalize_bootstrap(os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP)
+
+
+def resolve_bootstrap(bootstrap_servers: Bootstrap | None, bootstrap: Bootstrap | None
+                      ) -> Bootstrap | None:
+    """The clients' one spelling is `bootstrap_servers` (Kafka's); `bootstrap` is an alias.
+    Both given and different is a ClientError; neither: None (RIVERBED_BOOTSTRAP, else the
+    local fleet, applies later)."""
+    if bootstrap is None:
+        return bootstrap_servers
+    if bootstrap_servers is not None and \
+            normalize_bootstrap(bootstrap_servers) != normalize_bootstrap(bootstrap):
+        raise errors.ClientError(f"bootstrap_servers={bootstrap_servers!r} and its alias "
+                                 f"bootstrap={bootstrap!r} disagree: give one")
+    return bootstrap
 
 
 def normalize_bootstrap(bootstrap: str | Iterable[str] | None) -> list[str]:

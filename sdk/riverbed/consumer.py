@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from riverbed import errors, process_owner
 from riverbed._proto.v1 import fetch_pb2, header_pb2, list_offsets_pb2
-from riverbed.cluster import GatewayConnection
+from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.fetcher import CompletedFetch
 from riverbed.records import HEADER_SIZE, iter_batches, read_header
 from riverbed.group_membership import (
@@ -94,7 +94,7 @@ class _SubscriptionState:
 class Consumer:
     """Reads records from Riverbed topics (kafka-python's KafkaConsumer API).
 
-        with Consumer("orders", bootstrap=["tcp://127.0.0.1:9092"],
+        with Consumer("orders", bootstrap_servers=["tcp://127.0.0.1:9092"],
                       auto_offset_reset="earliest", consumer_timeout_ms=1000) as c:
             for rec in c:
                 print(rec.partition, rec.offset, rec.key, rec.value)
@@ -103,7 +103,7 @@ class Consumer:
     that created it: after os.fork(), the child's copy raises errors.ForkedClientError from
     poll() and every call that talks to the cluster; close() there is a no-op."""
 
-    def __init__(self, *topics: str, bootstrap: str | Sequence[str] | None = None,
+    def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] | None = None,
                  client_id: str | None = None, group_id: str | None = None,
                  fetch_min_bytes: int = 1, fetch_max_wait_ms: int = 500,
                  max_partition_fetch_bytes: int = 1048576, fetch_max_bytes: int = 52428800,
@@ -112,14 +112,13 @@ class Consumer:
                  retry_backoff_ms: int = 100, check_crcs: bool = True,
                  key_deserializer: Callable | None = None,
                  value_deserializer: Callable | None = None,
-                 bootstrap_servers: str | Sequence[str] | None = None,
+                 bootstrap: str | Sequence[str] | None = None,
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000,
                  max_poll_interval_ms: int = 300000,
                  partition_assignment_strategy: str | Sequence[str] = ("range",),
                  _channel_factory: Callable | None = None):
-        if bootstrap is None:
-            bootstrap = bootstrap_servers
+        bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
         if auto_offset_reset not in ("earliest", "latest", "none", "smallest", "largest"):
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: expected earliest, latest or none")
         strategies = normalize_strategies(partition_assignment_strategy)

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Sequence
 from riverbed import errors, process_owner
 from riverbed.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, ReadyCheck, \
     RecordAccumulator
-from riverbed.cluster import GatewayConnection
+from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.futures import FutureRecordMetadata
 from riverbed.idempotence import MAX_IN_FLIGHT_PER_PARTITION, IdempotenceState
 from riverbed.partitioner import DefaultPartitioner
@@ -88,14 +88,15 @@ def compression_from_name(name: str | None) -> Compression:
 class Producer:
     """Publishes records to Riverbed topics (kafka-python's KafkaProducer API).
 
-        with Producer(bootstrap=["tcp://127.0.0.1:9092"]) as p:
+        with Producer(bootstrap_servers=["tcp://127.0.0.1:9092"]) as p:
             fut = p.send("orders", b"value", key=b"k")
             print(fut.result(timeout=10))      # RecordMetadata(topic, partition, offset, timestamp)
 
     Thread-safe: any number of threads may call send(). See the module doc for batching,
     retries, ordering and idempotence."""
 
-    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, acks: int | str = 1,
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
+                 acks: int | str = 1,
                  client_id: str | None = None, batch_size: int = 16384, linger_ms: float = 0,
                  buffer_memory: int = 33554432, max_block_ms: int = 60000,
                  compression_type: str | None = None, max_request_size: int = 1048576,
@@ -105,11 +106,10 @@ class Producer:
                  enable_idempotence: bool | None = None,
                  partitioner: Callable | None = None, key_serializer: Callable | None = None,
                  value_serializer: Callable | None = None, metadata_max_age_ms: int = 300000,
-                 bootstrap_servers: str | Sequence[str] | None = None,
+                 bootstrap: str | Sequence[str] | None = None,
                  close_timeout_ms: float = 30000,
                  _channel_factory: Callable | None = None):
-        if bootstrap is None:
-            bootstrap = bootstrap_servers
+        bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
         if close_timeout_ms < 0:
             raise ValueError(f"close_timeout_ms={close_timeout_ms}: must be >= 0")
         if acks == "all":
