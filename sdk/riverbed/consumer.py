@@ -16,7 +16,8 @@ partial batch (cut at max bytes) is ignored and fetched again. OFFSET_OUT_OF_RAN
 auto_offset_reset (earliest / latest via LIST_OFFSETS, or none: OffsetOutOfRangeError).
 
 Consumer groups: with `group_id`, `subscribe(topics | pattern=, listener=)` (or topics given to
-the constructor) joins the group; the coordinator's assignment replaces `_SubscriptionState`'s
+the constructor) joins the group; the coordinator's assignment replaces the
+assignment of `riverbed.subscription_state`
 and positions start at the committed offsets (else auto_offset_reset). The membership, its
 heartbeats, auto-commit and commits live in `riverbed.group_membership`; poll() calls its hook
 first and bounds its waits by the next heartbeat. Without a group, topics given to the
@@ -31,7 +32,7 @@ import time
 from typing import Any, Callable, Iterable, Sequence
 
 from riverbed import errors, process_owner
-from riverbed._proto.v1 import fetch_pb2, header_pb2, list_offsets_pb2
+from riverbed._proto.v1 import fetch_pb2, header_pb2
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.fetcher import CompletedFetch
 from riverbed.records import HEADER_SIZE, iter_batches, read_header
@@ -43,14 +44,14 @@ from riverbed.group_membership import (
     normalize_strategies,
 )
 from riverbed.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from riverbed.list_offsets import list_offsets
+from riverbed.subscription_state import EARLIEST, LATEST, PartitionState, SubscriptionState
 
 __all__ = ["Consumer", "KafkaConsumer", "ConsumerRebalanceListener", "OffsetAndMetadata"]
 
 log = logging.getLogger(__name__)
 
 ApiKey = header_pb2.ApiKey
-EARLIEST = -2
-LATEST = -1
 _OFFSET_OUT_OF_RANGE = errors.ErrorCode.Value("OFFSET_OUT_OF_RANGE")
 _REQUEST_TIMED_OUT = errors.ErrorCode.Value("REQUEST_TIMED_OUT")
 # Completed fetches buffered per partition before the fetcher stops asking for more.
@@ -59,36 +60,6 @@ _MAX_BUFFERED_FETCHES = 2
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
-
-
-class _PartitionState:
-    __slots__ = ("position", "fetch_offset", "reset_to", "buffered", "backoff_until_ms",
-                 "epoch", "high_watermark", "paused")
-
-    def __init__(self) -> None:
-        self.position: int | None = None
-        self.fetch_offset: int | None = None
-        self.reset_to: int | None = None          # EARLIEST / LATEST pending a LIST_OFFSETS
-        self.buffered: collections.deque[CompletedFetch] = collections.deque()
-        self.backoff_until_ms = 0.0
-        self.epoch = 0                            # bumped by seeks: drops older answers
-        self.high_watermark = -1
-        self.paused = False
-
-
-class _SubscriptionState:
-    """Which partitions this consumer reads and where. A group assignment will replace it."""
-
-    def __init__(self) -> None:
-        self.assignment: dict[TopicPartition, _PartitionState] = {}
-        self.subscribed_topics: tuple[str, ...] = ()
-
-    def assign(self, tps: Iterable[TopicPartition]) -> None:
-        new = {}
-        for tp in tps:
-            tp = TopicPartition(*tp)
-            new[tp] = self.assignment.get(tp) or _PartitionState()
-        self.assignment = new
 
 
 class Consumer:
@@ -139,7 +110,7 @@ class Consumer:
         self._conn = GatewayConnection(bootstrap, client_id=self.client_id,
                                        request_timeout_ms=request_timeout_ms,
                                        channel_factory=_channel_factory)
-        self._subs = _SubscriptionState()
+        self._subs = SubscriptionState()
         self._fetch_in_flight: dict[int, dict[TopicPartition, int]] = {}  # corr -> tp -> epoch
         self._pending_error: BaseException | None = None
         self._closed = False
@@ -154,7 +125,7 @@ class Consumer:
         self._group: GroupMembership | None = None
         if group_id is not None:
             self._group = GroupMembership(
-                self, group_id=group_id, client_id=self.client_id, bootstrap=bootstrap,
+                self._subs, group_id=group_id, client_id=self.client_id, bootstrap=bootstrap,
                 channel_factory=_channel_factory, session_timeout_ms=session_timeout_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 max_poll_interval_ms=max_poll_interval_ms, enable_auto_commit=enable_auto_commit,
@@ -262,7 +233,7 @@ class Consumer:
         self._conn.fetch_metadata(None)
         return self._conn.metadata.topics()
 
-    def _state(self, tp) -> _PartitionState:
+    def _state(self, tp) -> PartitionState:
         st = self._subs.assignment.get(TopicPartition(*tp))
         if st is None:
             raise errors.ClientError(f"partition {tp} is not assigned to this consumer")
@@ -272,22 +243,15 @@ class Consumer:
     def seek(self, partition: TopicPartition, offset: int) -> None:
         if offset < 0:
             raise ValueError("offset must be >= 0")
-        self._set_position(self._state(partition), offset)
-
-    def _set_position(self, st: _PartitionState, offset: int | None, reset_to: int | None = None):
-        st.position = offset
-        st.fetch_offset = offset
-        st.reset_to = reset_to
-        st.buffered.clear()
-        st.epoch += 1
+        self._state(partition).seek(offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._subs.assignment):
-            self._set_position(self._state(tp), None, EARLIEST)
+            self._state(tp).seek(None, EARLIEST)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._subs.assignment):
-            self._set_position(self._state(tp), None, LATEST)
+            self._state(tp).seek(None, LATEST)
 
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record poll() will return for this partition."""
@@ -350,48 +314,13 @@ class Consumer:
         found = self._list_offsets(want)
         for tp, offset in found.items():
             st = self._subs.assignment[tp]
-            self._set_position(st, offset)
+            st.seek(offset)
 
     def _list_offsets(self, want: dict[TopicPartition, int], with_timestamps: bool = False
                       ) -> dict[TopicPartition, Any]:
-        """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff): tp ->
-        offset, or (offset, timestamp) with_timestamps (-1 offset: no record that late)."""
-        out: dict[TopicPartition, Any] = {}
-        deadline = _now_ms() + self.request_timeout_ms
-        todo = dict(want)
-        while todo:
-            req = list_offsets_pb2.ListOffsetsRequest(replica_id=-1)
-            by_topic: dict[str, list] = {}
-            for tp, ts in todo.items():
-                by_topic.setdefault(tp.topic, []).append((tp.partition, ts))
-            for topic, parts in by_topic.items():
-                t = req.topics.add(name=topic)
-                for p, ts in parts:
-                    t.partitions.add(partition=p, timestamp=ts, current_leader_epoch=-1)
-            resp = self._conn.call(ApiKey.LIST_OFFSETS, req, timeout_ms=self.request_timeout_ms)
-            retry: list[errors.KafkaError] = []
-            for t in resp.body.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition)
-                    if tp not in todo:
-                        continue
-                    if p.error_code == 0:
-                        out[tp] = (p.offset, p.timestamp) if with_timestamps else p.offset
-                        del todo[tp]
-                        continue
-                    err = errors.for_code(p.error_code, p.error_message, topic=tp.topic,
-                                          partition=tp.partition)
-                    if not err.retriable:
-                        raise err
-                    retry.append(err)
-            if todo:
-                if _now_ms() > deadline:
-                    raise retry[0] if retry else errors.KafkaTimeoutError(
-                        f"LIST_OFFSETS gave no answer for {sorted(todo)}")
-                if any(e.refresh_metadata for e in retry):
-                    self._conn.fetch_metadata({tp.topic for tp in todo})
-                time.sleep(self.retry_backoff_ms / 1000.0)
-        return out
+        return list_offsets(self._conn, want, with_timestamps=with_timestamps,
+                            request_timeout_ms=self.request_timeout_ms,
+                            retry_backoff_ms=self.retry_backoff_ms)
 
     # -- fetching -----------------------------------------------------------------------------
     def _fetchable(self, now: float) -> list[TopicPartition]:
@@ -467,7 +396,7 @@ class Consumer:
             except errors.RiverbedError as e:
                 log.debug("metadata refresh failed: %s", e)
 
-    def _add_completed_fetch(self, tp: TopicPartition, st: _PartitionState, payload) -> None:
+    def _add_completed_fetch(self, tp: TopicPartition, st: PartitionState, payload) -> None:
         buf = getattr(payload, "buffer", payload)
         batches = list(iter_batches(buf))
         if not batches:
@@ -485,7 +414,7 @@ class Consumer:
         st.buffered.append(CompletedFetch(tp, buf, batches, next_offset, st.high_watermark,
                                           self.check_crcs))
 
-    def _partition_error(self, tp: TopicPartition, st: _PartitionState, p, now: float) -> bool:
+    def _partition_error(self, tp: TopicPartition, st: PartitionState, p, now: float) -> bool:
         if p.error_code == _OFFSET_OUT_OF_RANGE:
             if self._reset == "none":
                 self._pending_error = errors.OffsetOutOfRangeError(
@@ -495,7 +424,7 @@ class Consumer:
             else:
                 log.info("%s-%d: offset %s out of range, resetting to %s", tp.topic, tp.partition,
                          st.fetch_offset, self._reset)
-                self._set_position(st, None, EARLIEST if self._reset == "earliest" else LATEST)
+                st.seek(None, EARLIEST if self._reset == "earliest" else LATEST)
             return False
         err = errors.for_code(p.error_code, p.error_message, topic=tp.topic, partition=tp.partition)
         if not err.retriable:
