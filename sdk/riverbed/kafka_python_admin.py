@@ -11,7 +11,7 @@ primary API. Errors are raised as riverbed.errors classes rather than left insid
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence, cast
 
 from riverbed import errors
 from riverbed.structs import (
@@ -104,18 +104,22 @@ def _topic_resources(resources: Iterable[ConfigResource], call: str) -> list[Con
     return out
 
 
+def _admin(mixin: "KafkaPythonAdminMixin") -> "Admin":
+    return cast("Admin", mixin)
+
+
 class KafkaPythonAdminMixin:
     """kafka-python's KafkaAdminClient calls, for Admin."""
 
     # -- configs -------------------------------------------------------------------------------
-    def _describe_config_resources(self: "Admin", resources: Sequence[ConfigResource],
+    def _describe_config_resources(self, resources: Sequence[ConfigResource],
                                    include_synonyms: bool = False) -> list[DescribeConfigsResponse]:
         """describe_configs([ConfigResource(ConfigResourceType.TOPIC, "t")]): one response
         whose `.resources` holds one ConfigResourceResult per resource (names filtered by the
         resource's `configs` when given)."""
         results = []
         for r in _topic_resources(resources, "describe_configs"):
-            entries = self.describe_configs(r.name, include_defaults=True)
+            entries = _admin(self).describe_configs(r.name, include_defaults=True)
             wanted = None if r.configs is None else set(r.configs)
             results.append(ConfigResourceResult(
                 0, "", int(ConfigResourceType.TOPIC), r.name,
@@ -123,7 +127,7 @@ class KafkaPythonAdminMixin:
                  if wanted is None or e.name in wanted]))
         return [DescribeConfigsResponse(0, results)]
 
-    def _alter_config_resources(self: "Admin", resources: Sequence[ConfigResource],
+    def _alter_config_resources(self, resources: Sequence[ConfigResource],
                                 validate_only: bool = False) -> AlterConfigsResponse:
         """alter_configs([ConfigResource(TOPIC, "t", configs={k: v})]) with Kafka's (legacy)
         AlterConfigs meaning: the topic's overrides become exactly `configs` (others return to
@@ -133,14 +137,14 @@ class KafkaPythonAdminMixin:
             if not isinstance(r.configs, Mapping):
                 raise TypeError(f"alter_configs: {r.name}: configs must be a dict of name -> value")
             wanted = {k: str(v) for k, v in r.configs.items() if v is not None}
-            current = self.describe_configs(r.name, include_defaults=False)
+            current = _admin(self).describe_configs(r.name, include_defaults=False)
             delete = sorted(k for k, e in current.items() if not e.is_default and k not in wanted)
-            self.alter_configs(r.name, set=wanted, delete=delete, validate_only=validate_only)
+            _admin(self).alter_configs(r.name, set=wanted, delete=delete, validate_only=validate_only)
             out.append(AlterConfigsResourceResult(0, "", int(ConfigResourceType.TOPIC), r.name))
         return AlterConfigsResponse(0, out)
 
     # -- partitions ----------------------------------------------------------------------------
-    def _create_partitions_map(self: "Admin",
+    def _create_partitions_map(self,
                                topic_partitions: Mapping[str, NewPartitions | int],
                                validate_only: bool = False) -> None:
         for topic, np in topic_partitions.items():
@@ -149,24 +153,24 @@ class KafkaPythonAdminMixin:
             if not isinstance(np, NewPartitions):
                 raise TypeError(f"create_partitions: {topic}: expected NewPartitions or an int, "
                                 f"got {np!r}")
-            self.create_partitions(topic, np.total_count, assignment=np.new_assignments,
+            _admin(self).create_partitions(topic, np.total_count, assignment=np.new_assignments,
                                    validate_only=validate_only)
 
     # -- consumer groups -----------------------------------------------------------------------
-    def list_consumer_groups(self: "Admin", broker_ids: Sequence[int] | None = None
+    def list_consumer_groups(self, broker_ids: Sequence[int] | None = None
                              ) -> list[tuple[str, str]]:
         """kafka-python's: [(group_id, protocol_type)] of every group (broker_ids is ignored:
         the gateway asks every coordinator)."""
-        return [(g.group_id, g.protocol_type) for g in self.list_groups()]
+        return [(g.group_id, g.protocol_type) for g in _admin(self).list_groups()]
 
-    def describe_consumer_groups(self: "Admin", group_ids: Sequence[str],
+    def describe_consumer_groups(self, group_ids: Sequence[str],
                                  group_coordinator_id: int | None = None,
                                  include_authorized_operations: bool = False
                                  ) -> list[GroupInformation]:
         """kafka-python's: one GroupInformation per group (an unknown group: state "Dead", no
         members, as Kafka answers)."""
         out = []
-        for d in self.describe_groups(list(group_ids)):
+        for d in _admin(self).describe_groups(list(group_ids)):
             members = []
             for m in d.members:
                 by_topic: dict[str, list[int]] = {}
@@ -180,16 +184,16 @@ class KafkaPythonAdminMixin:
                                         members, None))
         return out
 
-    def list_consumer_group_offsets(self: "Admin", group_id: str,
+    def list_consumer_group_offsets(self, group_id: str,
                                     group_coordinator_id: int | None = None,
                                     partitions: Iterable[TopicPartition] | None = None
                                     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """kafka-python's: {TopicPartition: OffsetAndMetadata} the group committed."""
-        return self.list_group_offsets(group_id, partitions)
+        return _admin(self).list_group_offsets(group_id, partitions)
 
-    def alter_consumer_group_offsets(self: "Admin", group_id: str,
+    def alter_consumer_group_offsets(self, group_id: str,
                                      offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
                                      group_coordinator_id: int | None = None) -> None:
         """Commit offsets for a group without members (NonEmptyGroupError-like
         UNKNOWN_MEMBER_ID otherwise)."""
-        self.alter_group_offsets(group_id, dict(offsets))
+        _admin(self).alter_group_offsets(group_id, dict(offsets))
