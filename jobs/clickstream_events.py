@@ -8,6 +8,7 @@ path); executors never import it: everything here is Spark SQL expressions.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 EVENT_DDL = ("event_id STRING, ts TIMESTAMP, user_id STRING, session_id STRING, "
@@ -74,8 +75,10 @@ def dead_letters(events):
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-servers", required=True,
-                   help="the gateways, e.g. tcp://127.0.0.1:9092")
+    p.add_argument("--bootstrap-server", "--bootstrap-servers", dest="bootstrap_servers",
+                   default=os.environ.get("RIVERBED_BOOTSTRAP") or "tcp://127.0.0.1:9092",
+                   help="the gateways, e.g. tcp://127.0.0.1:9092 (default: $RIVERBED_BOOTSTRAP "
+                        "or tcp://127.0.0.1:9092)")
     p.add_argument("--topic", default="clicks", help="the clickstream topic (default %(default)s)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="another option for the riverbed source (repeatable), e.g. "

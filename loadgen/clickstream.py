@@ -32,6 +32,7 @@ import bisect
 import dataclasses
 import datetime as dt
 import json
+import os
 import random
 import sys
 import time
@@ -232,8 +233,9 @@ def _accumulate(weights):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m loadgen.clickstream",
                                 description="Produce clickstream JSON events to a topic.")
-    p.add_argument("--bootstrap-server", default="tcp://127.0.0.1:9092",
-                   help="a gateway (default %(default)s)")
+    p.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap_server",
+                   default=os.environ.get("RIVERBED_BOOTSTRAP") or "tcp://127.0.0.1:9092",
+                   help="a gateway (default: $RIVERBED_BOOTSTRAP or tcp://127.0.0.1:9092)")
     p.add_argument("--topic", default="clicks")
     p.add_argument("--events", type=int, default=100_000, help="how many (default %(default)s)")
     p.add_argument("--rate", type=float, default=0, help="events/s (default: as fast as possible)")

@@ -130,8 +130,10 @@ def _positive_int(text: str) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, action="append", dest="bootstrap",
-                   metavar="ENDPOINT", help="a gateway, e.g. tcp://127.0.0.1:9092 (repeatable)")
+    p.add_argument("--bootstrap-server", "--bootstrap", action="append", dest="bootstrap",
+                   default=None, metavar="ENDPOINT",
+                   help="a gateway, e.g. tcp://127.0.0.1:9092 (repeatable; default: "
+                        "$RIVERBED_BOOTSTRAP, else tcp://127.0.0.1:9092)")
     p.add_argument("--topic", required=True)
     p.add_argument("--num-records", required=True, type=_positive_int, metavar="N")
     p.add_argument("--reporting-interval", type=_positive_int,
@@ -219,6 +221,9 @@ def _flatten(v):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
+    if args.bootstrap is None:
+        from riverbed.cluster import default_bootstrap
+        args.bootstrap = default_bootstrap()
     for attr in ("producer_prop", "consumer_prop"):
         if hasattr(args, attr):
             setattr(args, attr, _flatten(getattr(args, attr)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence, overload
 
 from riverbed import errors
 from riverbed._proto.v1 import (
@@ -22,40 +22,54 @@ from riverbed._proto.v1 import (
     metadata_pb2,
     offset_pb2,
 )
-from riverbed.cluster import GatewayConnection
+from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
     GroupDescription,
     GroupListing,
     MemberDescription,
-    OffsetAndMetadata,
     PartitionLag,
     commit_response_error,
     normalize_offsets,
     offsets_to_commit_request,
 )
+from riverbed.kafka_python_admin import AlterConfigsResponse, DescribeConfigsResponse, \
+    KafkaPythonAdminMixin
 from riverbed.structs import (
     BrokerInfo,
     ClusterDescription,
     ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
     GatewayInfo,
+    NewPartitions,
     NewTopic,
+    OffsetAndMetadata,
     TopicDescription,
     TopicPartition,
 )
 
-__all__ = ["Admin", "AdminClient", "KafkaAdminClient"]
+# kafka-python's `from kafka.admin import KafkaAdminClient, NewTopic, NewPartitions,
+# ConfigResource, ConfigResourceType` works with riverbed.admin too.
+__all__ = ["Admin", "AdminClient", "KafkaAdminClient", "NewTopic", "NewPartitions",
+           "ConfigResource", "ConfigResourceType"]
 
 ApiKey = header_pb2.ApiKey
 
 
-class Admin:
-    def __init__(self, bootstrap: str | Sequence[str] | None = None, *,
+class Admin(KafkaPythonAdminMixin):
+    """Topics, configs, partitions, consumer groups and the cluster (kafka-python's
+    KafkaAdminClient: its calls list_consumer_groups, describe_consumer_groups,
+    list_consumer_group_offsets, alter_consumer_group_offsets, describe_configs([ConfigResource]),
+    alter_configs([ConfigResource]) and create_partitions({topic: NewPartitions}) work too, see
+    riverbed.kafka_python_admin). Synchronous; one thread at a time. It belongs to the process that created
+    it: after os.fork() the child's copy raises errors.ForkedClientError from every call."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  client_id: str | None = None, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, bootstrap_servers: str | Sequence[str] | None = None,
+                 retry_backoff_ms: int = 100, bootstrap: str | Sequence[str] | None = None,
                  _channel_factory: Callable | None = None):
-        if bootstrap is None:
-            bootstrap = bootstrap_servers
+        bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
         self.client_id = client_id or f"riverbed-admin-{os.getpid()}"
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -115,10 +129,40 @@ class Admin:
         resp = self._call(ApiKey.DELETE_TOPICS, req)
         self._check_results(resp.topics)
 
+    @overload
     def create_partitions(self, topic: str, new_total: int, *,
                           assignment: Sequence[Sequence[int]] | None = None,
-                          validate_only: bool = False) -> None:
-        """Grow `topic` to new_total partitions (only increases: InvalidPartitionsError)."""
+                          validate_only: bool = False) -> None: ...
+
+    @overload
+    def create_partitions(self, topic: Mapping[str, NewPartitions | int],
+                          new_total: None = None, *, timeout_ms: int | None = None,
+                          validate_only: bool = False) -> None: ...
+
+    @overload
+    def create_partitions(self, *, topic_partitions: Mapping[str, NewPartitions | int],
+                          timeout_ms: int | None = None, validate_only: bool = False) -> None: ...
+
+    def create_partitions(self, topic: str | Mapping[str, NewPartitions | int] | None = None,
+                          new_total: int | None = None, *,
+                          assignment: Sequence[Sequence[int]] | None = None,
+                          timeout_ms: int | None = None, validate_only: bool = False,
+                          topic_partitions: Mapping[str, NewPartitions | int] | None = None
+                          ) -> None:
+        """Grow `topic` to new_total partitions (only increases: InvalidPartitionsError).
+        kafka-python's form: create_partitions({topic: NewPartitions(total_count)}) (or
+        topic_partitions={...})."""
+        if topic_partitions is not None:
+            if topic is not None:
+                raise TypeError("create_partitions: give a topic or topic_partitions, not both")
+            topic = topic_partitions
+        if topic is None:
+            raise TypeError("create_partitions: a topic or topic_partitions is required")
+        if isinstance(topic, Mapping):
+            self._create_partitions_map(topic, validate_only=validate_only)
+            return
+        if new_total is None:
+            raise TypeError("create_partitions(topic, new_total): new_total is missing")
         req = controller_pb2.CreatePartitionsRequest(timeout_ms=self.request_timeout_ms,
                                                      validate_only=validate_only)
         t = req.topics.add(name=topic, count=new_total)
@@ -152,7 +196,33 @@ class Admin:
             out.append(self._conn.metadata.describe(name))
         return out
 
+    @overload
     def describe_configs(self, topic: str, include_defaults: bool = True) -> dict[str, ConfigEntry]:
+        ...
+
+    @overload
+    def describe_configs(self, topic: Sequence[ConfigResource], include_defaults: bool = True,
+                         include_synonyms: bool = False) -> list[DescribeConfigsResponse]: ...
+
+    @overload
+    def describe_configs(self, *, config_resources: Sequence[ConfigResource],
+                         include_synonyms: bool = False) -> list[DescribeConfigsResponse]: ...
+
+    def describe_configs(self, topic: str | Sequence[ConfigResource] | None = None,
+                         include_defaults: bool = True, include_synonyms: bool = False, *,
+                         config_resources: Sequence[ConfigResource] | None = None
+                         ) -> dict[str, ConfigEntry] | list[DescribeConfigsResponse]:
+        """A topic's configs: name -> ConfigEntry (overrides and, with include_defaults, the
+        defaults). kafka-python's form: describe_configs([ConfigResource(ConfigResourceType.TOPIC,
+        "t")]) (or config_resources=[...]) -> [response with .resources]."""
+        if config_resources is not None:
+            if topic is not None:
+                raise TypeError("describe_configs: give a topic or config_resources, not both")
+            topic = config_resources
+        if topic is None:
+            raise TypeError("describe_configs: a topic name or config_resources is required")
+        if not isinstance(topic, str):
+            return self._describe_config_resources(list(topic), include_synonyms)
         req = controller_pb2.DescribeConfigsRequest(topics=[topic], include_defaults=include_defaults)
         resp = self._call(ApiKey.DESCRIBE_CONFIGS, req)
         for r in resp.results:
@@ -162,14 +232,42 @@ class Admin:
                 return {e.name: ConfigEntry(e.name, e.value, e.is_default) for e in r.entries}
         raise errors.UnknownTopicOrPartitionError("no configs returned", topic=topic)
 
-    def alter_configs(self, topic: str, set: dict[str, str] | None = None,  # noqa: A002
-                      delete: Iterable[str] = (), validate_only: bool = False) -> None:
+    @overload
+    def alter_configs(self, topic: str, set: Mapping[str, str] | None = None,  # noqa: A002
+                      delete: Iterable[str] = (), validate_only: bool = False) -> None: ...
+
+    @overload
+    def alter_configs(self, topic: Sequence[ConfigResource], set: None = None,  # noqa: A002
+                      delete: Iterable[str] = (), validate_only: bool = False
+                      ) -> AlterConfigsResponse: ...
+
+    @overload
+    def alter_configs(self, *, config_resources: Sequence[ConfigResource],
+                      validate_only: bool = False) -> AlterConfigsResponse: ...
+
+    def alter_configs(self, topic: str | Sequence[ConfigResource] | None = None,
+                      set: Mapping[str, str] | None = None,  # noqa: A002
+                      delete: Iterable[str] = (), validate_only: bool = False, *,
+                      config_resources: Sequence[ConfigResource] | None = None
+                      ) -> AlterConfigsResponse | None:
+        """Set and delete a topic's config overrides (incremental). kafka-python's form:
+        alter_configs([ConfigResource(TOPIC, "t", configs={...})]) (or config_resources=[...])
+        replaces the overrides."""
+        if config_resources is not None:
+            if topic is not None:
+                raise TypeError("alter_configs: give a topic or config_resources, not both")
+            topic = config_resources
+        if topic is None:
+            raise TypeError("alter_configs: a topic name or config_resources is required")
+        if not isinstance(topic, str):
+            return self._alter_config_resources(list(topic), validate_only)
         req = controller_pb2.AlterConfigsRequest(validate_only=validate_only)
         t = req.topics.add(name=topic)
         t.set.update({k: str(v) for k, v in (set or {}).items()})
         t.delete.extend(delete)
         resp = self._call(ApiKey.ALTER_CONFIGS, req)
         self._check_results(resp.topics)
+        return None
 
     def describe_cluster(self) -> ClusterDescription:
         resp = self._call(ApiKey.DESCRIBE_CLUSTER, metadata_pb2.DescribeClusterRequest())

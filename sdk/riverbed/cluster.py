@@ -15,22 +15,39 @@ import logging
 import os
 from typing import Callable, Iterable, Sequence
 
-from riverbed import errors
+from riverbed import errors, process_owner
 from riverbed._proto.v1 import header_pb2, metadata_pb2
 from riverbed.structs import BrokerInfo, GatewayInfo, PartitionInfo, TopicDescription, TopicPartition
 
 __all__ = ["ClusterMetadata", "GatewayConnection", "DEFAULT_BOOTSTRAP", "default_bootstrap",
-           "normalize_bootstrap"]
+           "normalize_bootstrap", "resolve_bootstrap", "BOOTSTRAP_ENV"]
 
 log = logging.getLogger(__name__)
 
 ApiKey = header_pb2.ApiKey
 DEFAULT_BOOTSTRAP = "tcp://127.0.0.1:9092"
+BOOTSTRAP_ENV = "RIVERBED_BOOTSTRAP"
+
+Bootstrap = str | Sequence[str]
 
 
 def default_bootstrap() -> list[str]:
     """RIVERBED_BOOTSTRAP (comma-separated) or the local fleet's gateway."""
-    return normalize_bootstrap(os.environ.get("RIVERBED_BOOTSTRAP") or DEFAULT_BOOTSTRAP)
+    return normalize_bootstrap(os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP)
+
+
+def resolve_bootstrap(bootstrap_servers: Bootstrap | None, bootstrap: Bootstrap | None
+                      ) -> Bootstrap | None:
+    """The clients' one spelling is `bootstrap_servers` (Kafka's); `bootstrap` is an alias.
+    Both given and different is a ClientError; neither: None (RIVERBED_BOOTSTRAP, else the
+    local fleet, applies later)."""
+    if bootstrap is None:
+        return bootstrap_servers
+    if bootstrap_servers is not None and \
+            normalize_bootstrap(bootstrap_servers) != normalize_bootstrap(bootstrap):
+        raise errors.ClientError(f"bootstrap_servers={bootstrap_servers!r} and its alias "
+                                 f"bootstrap={bootstrap!r} disagree: give one")
+    return bootstrap
 
 
 def normalize_bootstrap(bootstrap: str | Iterable[str] | None) -> list[str]:
@@ -164,6 +181,7 @@ class GatewayConnection:
         self._channel = None
         self.metadata = ClusterMetadata()
         self.failovers = 0
+        self._owner_pid = process_owner.current_pid()
 
     @property
     def endpoint(self) -> str:
@@ -171,6 +189,7 @@ class GatewayConnection:
 
     @property
     def channel(self):
+        process_owner.check_owner(self._owner_pid, f"this client ({self.client_id})")
         if self._channel is None:
             self._channel = self._channel_factory(self.endpoint, client_id=self.client_id)
         return self._channel
@@ -202,17 +221,20 @@ class GatewayConnection:
 
     def call(self, api: int, body, *, payloads: Sequence = (), timeout_ms: int | None = None):
         """A request/response call; on no answer, tries each other known gateway once.
-        Raises the envelope error, or RequestTimedOutError when no gateway answered."""
+        Raises the envelope error, or NoBrokersAvailable (a RequestTimedOutError) naming the
+        endpoints when no gateway answered."""
+        process_owner.check_owner(self._owner_pid, f"this client ({self.client_id})")
         timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        tried = list(self._endpoints)
         last: Exception | None = None
-        for _ in range(len(self._endpoints)):
+        for _ in range(len(tried)):
             try:
                 return self.channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms)
             except errors.RequestTimedOutError as e:
                 last = e
                 self.failover(str(e))
-        assert last is not None
-        raise last
+        raise errors.NoBrokersAvailable(
+            f"no gateway answered within {timeout_ms} ms; tried {', '.join(tried)} ({last})")
 
     def fetch_metadata(self, topics: Iterable[str] | None = None, *,
                        allow_auto_topic_creation: bool = False,

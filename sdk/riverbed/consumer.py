@@ -16,7 +16,8 @@ partial batch (cut at max bytes) is ignored and fetched again. OFFSET_OUT_OF_RAN
 auto_offset_reset (earliest / latest via LIST_OFFSETS, or none: OffsetOutOfRangeError).
 
 Consumer groups: with `group_id`, `subscribe(topics | pattern=, listener=)` (or topics given to
-the constructor) joins the group; the coordinator's assignment replaces `_SubscriptionState`'s
+the constructor) joins the group; the coordinator's assignment replaces the
+assignment of `riverbed.subscription_state`
 and positions start at the committed offsets (else auto_offset_reset). The membership, its
 heartbeats, auto-commit and commits live in `riverbed.group_membership`; poll() calls its hook
 first and bounds its waits by the next heartbeat. Without a group, topics given to the
@@ -30,9 +31,9 @@ import os
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from riverbed import errors
-from riverbed._proto.v1 import fetch_pb2, header_pb2, list_offsets_pb2
-from riverbed.cluster import GatewayConnection
+from riverbed import errors, process_owner
+from riverbed._proto.v1 import fetch_pb2, header_pb2
+from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.fetcher import CompletedFetch
 from riverbed.records import HEADER_SIZE, iter_batches, read_header
 from riverbed.group_membership import (
@@ -43,14 +44,14 @@ from riverbed.group_membership import (
     normalize_strategies,
 )
 from riverbed.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+from riverbed.list_offsets import list_offsets
+from riverbed.subscription_state import EARLIEST, LATEST, PartitionState, SubscriptionState
 
 __all__ = ["Consumer", "KafkaConsumer", "ConsumerRebalanceListener", "OffsetAndMetadata"]
 
 log = logging.getLogger(__name__)
 
 ApiKey = header_pb2.ApiKey
-EARLIEST = -2
-LATEST = -1
 _OFFSET_OUT_OF_RANGE = errors.ErrorCode.Value("OFFSET_OUT_OF_RANGE")
 _REQUEST_TIMED_OUT = errors.ErrorCode.Value("REQUEST_TIMED_OUT")
 # Completed fetches buffered per partition before the fetcher stops asking for more.
@@ -61,47 +62,19 @@ def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-class _PartitionState:
-    __slots__ = ("position", "fetch_offset", "reset_to", "buffered", "backoff_until_ms",
-                 "epoch", "high_watermark", "paused")
-
-    def __init__(self) -> None:
-        self.position: int | None = None
-        self.fetch_offset: int | None = None
-        self.reset_to: int | None = None          # EARLIEST / LATEST pending a LIST_OFFSETS
-        self.buffered: collections.deque[CompletedFetch] = collections.deque()
-        self.backoff_until_ms = 0.0
-        self.epoch = 0                            # bumped by seeks: drops older answers
-        self.high_watermark = -1
-        self.paused = False
-
-
-class _SubscriptionState:
-    """Which partitions this consumer reads and where. A group assignment will replace it."""
-
-    def __init__(self) -> None:
-        self.assignment: dict[TopicPartition, _PartitionState] = {}
-        self.subscribed_topics: tuple[str, ...] = ()
-
-    def assign(self, tps: Iterable[TopicPartition]) -> None:
-        new = {}
-        for tp in tps:
-            tp = TopicPartition(*tp)
-            new[tp] = self.assignment.get(tp) or _PartitionState()
-        self.assignment = new
-
-
 class Consumer:
     """Reads records from Riverbed topics (kafka-python's KafkaConsumer API).
 
-        with Consumer("orders", bootstrap=["tcp://127.0.0.1:9092"],
+        with Consumer("orders", bootstrap_servers=["tcp://127.0.0.1:9092"],
                       auto_offset_reset="earliest", consumer_timeout_ms=1000) as c:
             for rec in c:
                 print(rec.partition, rec.offset, rec.key, rec.value)
 
-    Not thread-safe (like kafka-python's): use it from one thread."""
+    Not thread-safe (like kafka-python's): use it from one thread. It belongs to the process
+    that created it: after os.fork(), the child's copy raises errors.ForkedClientError from
+    poll() and every call that talks to the cluster; close() there is a no-op."""
 
-    def __init__(self, *topics: str, bootstrap: str | Sequence[str] | None = None,
+    def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] | None = None,
                  client_id: str | None = None, group_id: str | None = None,
                  fetch_min_bytes: int = 1, fetch_max_wait_ms: int = 500,
                  max_partition_fetch_bytes: int = 1048576, fetch_max_bytes: int = 52428800,
@@ -110,14 +83,13 @@ class Consumer:
                  retry_backoff_ms: int = 100, check_crcs: bool = True,
                  key_deserializer: Callable | None = None,
                  value_deserializer: Callable | None = None,
-                 bootstrap_servers: str | Sequence[str] | None = None,
+                 bootstrap: str | Sequence[str] | None = None,
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000,
                  max_poll_interval_ms: int = 300000,
                  partition_assignment_strategy: str | Sequence[str] = ("range",),
                  _channel_factory: Callable | None = None):
-        if bootstrap is None:
-            bootstrap = bootstrap_servers
+        bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
         if auto_offset_reset not in ("earliest", "latest", "none", "smallest", "largest"):
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: expected earliest, latest or none")
         strategies = normalize_strategies(partition_assignment_strategy)
@@ -138,17 +110,22 @@ class Consumer:
         self._conn = GatewayConnection(bootstrap, client_id=self.client_id,
                                        request_timeout_ms=request_timeout_ms,
                                        channel_factory=_channel_factory)
-        self._subs = _SubscriptionState()
+        self._subs = SubscriptionState()
         self._fetch_in_flight: dict[int, dict[TopicPartition, int]] = {}  # corr -> tp -> epoch
         self._pending_error: BaseException | None = None
         self._closed = False
+        self._owner_pid = process_owner.current_pid()
         self._iterator_records: collections.deque = collections.deque()
         self._drain_start = 0
+        # metrics(): counted per poll / per fetch, never per record
+        self._records_consumed = 0
+        self._bytes_fetched = 0
+        self._fetch_requests = 0
         self.group_id = group_id
         self._group: GroupMembership | None = None
         if group_id is not None:
             self._group = GroupMembership(
-                self, group_id=group_id, client_id=self.client_id, bootstrap=bootstrap,
+                self._subs, group_id=group_id, client_id=self.client_id, bootstrap=bootstrap,
                 channel_factory=_channel_factory, session_timeout_ms=session_timeout_ms,
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 max_poll_interval_ms=max_poll_interval_ms, enable_auto_commit=enable_auto_commit,
@@ -194,6 +171,7 @@ class Consumer:
 
     # -- consumer groups (riverbed.group_membership) -------------------------------------------
     def _require_group(self, what: str) -> GroupMembership:
+        process_owner.check_owner(self._owner_pid, "this consumer")
         if self._group is None:
             raise errors.ClientError(f"{what} needs a group_id")
         return self._group
@@ -255,7 +233,7 @@ class Consumer:
         self._conn.fetch_metadata(None)
         return self._conn.metadata.topics()
 
-    def _state(self, tp) -> _PartitionState:
+    def _state(self, tp) -> PartitionState:
         st = self._subs.assignment.get(TopicPartition(*tp))
         if st is None:
             raise errors.ClientError(f"partition {tp} is not assigned to this consumer")
@@ -265,22 +243,15 @@ class Consumer:
     def seek(self, partition: TopicPartition, offset: int) -> None:
         if offset < 0:
             raise ValueError("offset must be >= 0")
-        self._set_position(self._state(partition), offset)
-
-    def _set_position(self, st: _PartitionState, offset: int | None, reset_to: int | None = None):
-        st.position = offset
-        st.fetch_offset = offset
-        st.reset_to = reset_to
-        st.buffered.clear()
-        st.epoch += 1
+        self._state(partition).seek(offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._subs.assignment):
-            self._set_position(self._state(tp), None, EARLIEST)
+            self._state(tp).seek(None, EARLIEST)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._subs.assignment):
-            self._set_position(self._state(tp), None, LATEST)
+            self._state(tp).seek(None, LATEST)
 
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record poll() will return for this partition."""
@@ -343,48 +314,13 @@ class Consumer:
         found = self._list_offsets(want)
         for tp, offset in found.items():
             st = self._subs.assignment[tp]
-            self._set_position(st, offset)
+            st.seek(offset)
 
     def _list_offsets(self, want: dict[TopicPartition, int], with_timestamps: bool = False
                       ) -> dict[TopicPartition, Any]:
-        """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff): tp ->
-        offset, or (offset, timestamp) with_timestamps (-1 offset: no record that late)."""
-        out: dict[TopicPartition, Any] = {}
-        deadline = _now_ms() + self.request_timeout_ms
-        todo = dict(want)
-        while todo:
-            req = list_offsets_pb2.ListOffsetsRequest(replica_id=-1)
-            by_topic: dict[str, list] = {}
-            for tp, ts in todo.items():
-                by_topic.setdefault(tp.topic, []).append((tp.partition, ts))
-            for topic, parts in by_topic.items():
-                t = req.topics.add(name=topic)
-                for p, ts in parts:
-                    t.partitions.add(partition=p, timestamp=ts, current_leader_epoch=-1)
-            resp = self._conn.call(ApiKey.LIST_OFFSETS, req, timeout_ms=self.request_timeout_ms)
-            retry: list[errors.KafkaError] = []
-            for t in resp.body.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition)
-                    if tp not in todo:
-                        continue
-                    if p.error_code == 0:
-                        out[tp] = (p.offset, p.timestamp) if with_timestamps else p.offset
-                        del todo[tp]
-                        continue
-                    err = errors.for_code(p.error_code, p.error_message, topic=tp.topic,
-                                          partition=tp.partition)
-                    if not err.retriable:
-                        raise err
-                    retry.append(err)
-            if todo:
-                if _now_ms() > deadline:
-                    raise retry[0] if retry else errors.KafkaTimeoutError(
-                        f"LIST_OFFSETS gave no answer for {sorted(todo)}")
-                if any(e.refresh_metadata for e in retry):
-                    self._conn.fetch_metadata({tp.topic for tp in todo})
-                time.sleep(self.retry_backoff_ms / 1000.0)
-        return out
+        return list_offsets(self._conn, want, with_timestamps=with_timestamps,
+                            request_timeout_ms=self.request_timeout_ms,
+                            retry_backoff_ms=self.retry_backoff_ms)
 
     # -- fetching -----------------------------------------------------------------------------
     def _fetchable(self, now: float) -> list[TopicPartition]:
@@ -419,6 +355,7 @@ class Consumer:
         corr = self._conn.channel.send(ApiKey.FETCH, req, timeout_ms=self.request_timeout_ms
                                        + self.fetch_max_wait_ms)
         self._fetch_in_flight[corr] = epochs
+        self._fetch_requests += 1
 
     def _handle_fetch_response(self, resp) -> None:
         epochs = self._fetch_in_flight.pop(resp.correlation_id, None)
@@ -459,7 +396,7 @@ class Consumer:
             except errors.RiverbedError as e:
                 log.debug("metadata refresh failed: %s", e)
 
-    def _add_completed_fetch(self, tp: TopicPartition, st: _PartitionState, payload) -> None:
+    def _add_completed_fetch(self, tp: TopicPartition, st: PartitionState, payload) -> None:
         buf = getattr(payload, "buffer", payload)
         batches = list(iter_batches(buf))
         if not batches:
@@ -472,11 +409,12 @@ class Consumer:
                         topic=tp.topic, partition=tp.partition)
             return
         next_offset = batches[-1][1].next_offset
+        self._bytes_fetched += len(buf)
         st.fetch_offset = next_offset
         st.buffered.append(CompletedFetch(tp, buf, batches, next_offset, st.high_watermark,
                                           self.check_crcs))
 
-    def _partition_error(self, tp: TopicPartition, st: _PartitionState, p, now: float) -> bool:
+    def _partition_error(self, tp: TopicPartition, st: PartitionState, p, now: float) -> bool:
         if p.error_code == _OFFSET_OUT_OF_RANGE:
             if self._reset == "none":
                 self._pending_error = errors.OffsetOutOfRangeError(
@@ -486,7 +424,7 @@ class Consumer:
             else:
                 log.info("%s-%d: offset %s out of range, resetting to %s", tp.topic, tp.partition,
                          st.fetch_offset, self._reset)
-                self._set_position(st, None, EARLIEST if self._reset == "earliest" else LATEST)
+                st.seek(None, EARLIEST if self._reset == "earliest" else LATEST)
             return False
         err = errors.for_code(p.error_code, p.error_message, topic=tp.topic, partition=tp.partition)
         if not err.retriable:
@@ -532,6 +470,7 @@ class Consumer:
              update_offsets: bool = True) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Records from the assigned partitions: {TopicPartition: [ConsumerRecord, ...]}, at most
         max_records (default max_poll_records) in all; {} if none arrived within timeout_ms."""
+        process_owner.check_owner(self._owner_pid, "this consumer")
         if self._closed:
             raise errors.ClientError("consumer is closed")
         max_records = max_records or self.max_poll_records
@@ -552,6 +491,7 @@ class Consumer:
             records = self._drain(max_records)
             if records:
                 self._send_fetches()
+                self._records_consumed += sum(map(len, records.values()))
                 return records
             now = _now_ms()
             if now >= deadline and chan_recv is not None:
@@ -592,11 +532,33 @@ class Consumer:
                 break
             self._handle_fetch_response(resp)
 
+    def metrics(self, raw: bool = False) -> dict[str, Any]:
+        """Counters of this consumer (kafka-python's metrics(), flat like Producer.metrics()):
+        records returned by poll, bytes and FETCH requests, assignment, lag per partition (high
+        watermark - position, where both are known), the group's generation and rebalances."""
+        lag = {}
+        for tp, st in self._subs.assignment.items():
+            if st.position is not None and st.high_watermark >= 0:
+                lag[f"{tp.topic}-{tp.partition}"] = max(st.high_watermark - st.position, 0)
+        group = self._group
+        return {"records_consumed": self._records_consumed,
+                "bytes_fetched": self._bytes_fetched,
+                "fetch_requests": self._fetch_requests,
+                "fetches_in_flight": len(self._fetch_in_flight),
+                "assigned_partitions": len(self._subs.assignment),
+                "records_lag": lag,
+                "records_lag_max": max(lag.values(), default=0),
+                "group_id": self.group_id,
+                "generation_id": group.generation_id if group is not None else -1,
+                "rebalances": group.rebalances if group is not None else 0,
+                "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers}
+
     # -- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> "Consumer":
         return self
 
     def __next__(self) -> ConsumerRecord:
+        process_owner.check_owner(self._owner_pid, "this consumer")
         if self._iterator_records:
             return self._iterator_records.popleft()
         deadline = _now_ms() + self.consumer_timeout_ms
@@ -610,11 +572,17 @@ class Consumer:
             if self._iterator_records:
                 return self._iterator_records.popleft()
 
-    def close(self) -> None:
+    def close(self, autocommit: bool = True) -> None:
+        """Leave the group (after an auto-commit when enable_auto_commit and autocommit, as
+        kafka-python's close(autocommit=True)) and close the connections. In a forked child it
+        only marks this copy closed: the group membership is the parent's."""
+        if not self._closed and self._owner_pid != process_owner.current_pid():
+            self._closed = True
+            return
         if not self._closed:
             try:
                 if self._group is not None:
-                    self._group.close()      # auto-commit, revoke, LEAVE_GROUP
+                    self._group.close(autocommit)      # auto-commit, revoke, LEAVE_GROUP
             finally:
                 self._closed = True
                 self._conn.close()

@@ -106,6 +106,24 @@ PreferredLeaderNotAvailableError = _error("PREFERRED_LEADER_NOT_AVAILABLE", retr
 ElectionNotNeededError = _error("ELECTION_NOT_NEEDED")
 NoReassignmentInProgressError = _error("NO_REASSIGNMENT_IN_PROGRESS")
 InvalidRecordError = _error("INVALID_RECORD")
+GroupMaxSizeReachedError = _error("GROUP_MAX_SIZE_REACHED")
+
+# kafka-python's names for the same codes (`from kafka.errors import X` -> `from riverbed.errors
+# import X`). Riverbed's names above are the primary ones.
+UnknownError = UnknownServerError
+CorruptRecordException = CorruptMessageError
+InvalidFetchRequestError = InvalidFetchSizeError
+MessageSizeTooLargeError = MessageTooLargeError
+NetworkExceptionError = NetworkError
+CoordinatorLoadInProgressError = OffsetsLoadInProgressError
+GroupLoadInProgressError = OffsetsLoadInProgressError
+GroupCoordinatorNotAvailableError = CoordinatorNotAvailableError
+NotCoordinatorForGroupError = NotCoordinatorError
+IncompatibleBrokerVersion = UnsupportedVersionError
+InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
+InvalidConfigurationError = InvalidConfigError
+# kafka-python's base of every error a broker answers with.
+BrokerResponseError = KafkaError
 
 
 class ClientError(RiverbedError):
@@ -118,6 +136,43 @@ class KafkaTimeoutError(ClientError):
 
 class BufferExhaustedError(KafkaTimeoutError):
     """The producer's `buffer_memory` stayed full for longer than `max_block_ms`."""
+
+
+class CommitFailedError(ClientError):
+    """The commit cannot complete: the group rebalanced (or this member was removed) and the
+    partitions may be someone else's now. The consumer rejoins on its next poll()."""
+
+
+class NoOffsetForPartitionError(OffsetOutOfRangeError, ClientError):  # type: ignore[misc,valid-type]
+    """auto_offset_reset='none' and the group has no committed offset for the partition
+    (Kafka's NoOffsetForPartitionException). Subclass of OffsetOutOfRangeError."""
+
+    def __init__(self, message: str = "", *, topic: str | None = None,
+                 partition: int | None = None):
+        OffsetOutOfRangeError.__init__(self, message, topic=topic, partition=partition)
+
+
+class NoBrokersAvailable(RequestTimedOutError):  # type: ignore[misc,valid-type]
+    """kafka-python's name: no gateway of the bootstrap list (and those learned since) answered.
+    A RequestTimedOutError, so code catching that still catches it."""
+
+
+class ForkedClientError(ClientError):
+    """A client was used in a process other than the one that created it (after `os.fork()`).
+    Its sockets and threads stayed in the parent: create a new client in the child."""
+
+
+class IllegalStateError(ClientError):
+    """kafka-python's: a call that the client's state does not allow (e.g. assign() after
+    subscribe())."""
+
+
+class IllegalArgumentError(ClientError, ValueError):
+    """kafka-python's: a bad argument."""
+
+
+class KafkaConfigurationError(ClientError, ValueError):
+    """kafka-python's: a bad client setting."""
 
 
 def for_code(code: int, message: str = "", *, topic: str | None = None,

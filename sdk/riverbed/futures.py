@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from riverbed import errors
+from riverbed import errors, process_owner
 from riverbed.structs import RecordMetadata
 
 __all__ = ["BatchResult", "FutureRecordMetadata"]
@@ -24,7 +24,7 @@ class BatchResult:
     """The outcome of one produced batch: base offset (or -1) and log-append time, or an error."""
 
     __slots__ = ("topic", "partition", "base_offset", "log_append_time_ms", "error",
-                 "_event", "_callbacks", "_done")
+                 "_event", "_callbacks", "_done", "_owner_pid")
 
     def __init__(self, topic: str, partition: int):
         self.topic = topic
@@ -35,6 +35,7 @@ class BatchResult:
         self._event: threading.Event | None = None   # made only when someone waits
         self._callbacks: list | None = None
         self._done = False
+        self._owner_pid = process_owner.current_pid()   # the sender thread lives there
 
     @property
     def is_done(self) -> bool:
@@ -46,6 +47,8 @@ class BatchResult:
         (a Condition and two locks) costs more than the rest of the batch's bookkeeping."""
         if self._done:
             return True
+        # after os.fork() nobody in this process will ever complete it: fail now, not hang
+        process_owner.check_owner(self._owner_pid, f"the producer of this {self.topic} record")
         with _CALLBACK_LOCK:
             if self._done:
                 return True

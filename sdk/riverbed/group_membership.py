@@ -35,20 +35,38 @@ Everything happens inside `Consumer.poll()` (and commit/close), on the caller's 
 from __future__ import annotations
 
 import concurrent.futures
-import enum
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from riverbed import errors
 from riverbed._proto.v1 import group_pb2, header_pb2, offset_pb2
 from riverbed.cluster import GatewayConnection
 from riverbed.coordinator.consumer_protocol import group_by_topic
-from riverbed.structs import TopicPartition
-
-if TYPE_CHECKING:  # pragma: no cover
-    from riverbed.consumer import Consumer
+from riverbed.errors import CommitFailedError, NoOffsetForPartitionError
+from riverbed.consumer_groups import (  # noqa: F401 - re-exported: riverbed.group_membership's names
+    STRATEGIES,
+    ConsumerRebalanceListener,
+    GroupDescription,
+    GroupListing,
+    MemberDescription,
+    PartitionLag,
+    commit_response_error,
+    normalize_offsets,
+    normalize_strategies,
+    offsets_to_commit_request,
+)
+from riverbed.committed_offsets import (
+    _COORDINATOR_LOST,
+    _ILLEGAL_GENERATION,
+    _LOADING,
+    _REBALANCE,
+    _UNKNOWN_MEMBER,
+    CommittedOffsets,
+    MemberState,
+)
+from riverbed.structs import OffsetAndMetadata, TopicPartition
+from riverbed.subscription_state import SubscriptionState
 
 __all__ = ["ConsumerRebalanceListener", "OffsetAndMetadata", "CommitFailedError",
            "NoOffsetForPartitionError", "GroupMembership", "MemberState", "STRATEGIES",
@@ -58,192 +76,16 @@ log = logging.getLogger(__name__)
 
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
-STRATEGIES = ("range", "roundrobin", "sticky")
 CONSUMER_PROTOCOL_TYPE = "consumer"
-
-_COORDINATOR_LOST = frozenset({E.Value("NOT_COORDINATOR"), E.Value("COORDINATOR_NOT_AVAILABLE"),
-                               E.Value("REQUEST_TIMED_OUT"), E.Value("NETWORK_EXCEPTION")})
-_LOADING = E.Value("COORDINATOR_LOAD_IN_PROGRESS")
-_REBALANCE = E.Value("REBALANCE_IN_PROGRESS")
-_ILLEGAL_GENERATION = E.Value("ILLEGAL_GENERATION")
-_UNKNOWN_MEMBER = E.Value("UNKNOWN_MEMBER_ID")
-_GENERATION_GONE = frozenset({_REBALANCE, _ILLEGAL_GENERATION, _UNKNOWN_MEMBER})
-
-
-# ------------------------------------------------------------------------------- public types
-
-class OffsetAndMetadata(NamedTuple):
-    """A committed offset: the next offset to consume, and free-form metadata (kafka-python)."""
-    offset: int
-    metadata: str = ""
-    leader_epoch: int = -1
-
-
-class ConsumerRebalanceListener:
-    """Subclass and pass to `subscribe(listener=...)` (kafka-python's / Kafka's interface).
-
-    on_partitions_revoked runs before the consumer rejoins (commit there for exactly-where-you-
-    stopped semantics; the generation is still valid), on_partitions_assigned after SyncGroup,
-    before positions are read from the committed offsets (so a seek there wins).
-    on_partitions_lost runs instead of revoked when the membership was already gone (session
-    expired): committing is pointless then. Exceptions from a listener are logged, not raised."""
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        pass
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        pass
-
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
-        self.on_partitions_revoked(lost)
-
-
-class CommitFailedError(errors.ClientError):
-    """The commit cannot complete: the group rebalanced (or this member was removed) and the
-    partitions may be someone else's now. The consumer rejoins on its next poll()."""
-
-
-class NoOffsetForPartitionError(errors.OffsetOutOfRangeError, errors.ClientError):
-    """auto_offset_reset='none' and the group has no committed offset for the partition
-    (Kafka's NoOffsetForPartitionException). Subclass of OffsetOutOfRangeError."""
-
-    def __init__(self, message: str = "", *, topic: str | None = None,
-                 partition: int | None = None):
-        errors.OffsetOutOfRangeError.__init__(self, message, topic=topic, partition=partition)
-
-
-@dataclass(frozen=True)
-class GroupListing:
-    group_id: str
-    protocol_type: str
-    state: str
-
-
-@dataclass(frozen=True)
-class MemberDescription:
-    member_id: str
-    client_id: str
-    client_host: str
-    assignment: tuple[TopicPartition, ...] = ()
-    subscribed_topics: tuple[str, ...] = ()
-    topic_pattern: str = ""
-
-
-@dataclass(frozen=True)
-class GroupDescription:
-    group_id: str
-    state: str                      # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
-    protocol_type: str
-    protocol: str                   # the assignment strategy chosen
-    generation_id: int
-    leader: str
-    members: tuple[MemberDescription, ...] = field(default_factory=tuple)
-
-    @property
-    def is_empty(self) -> bool:
-        return self.state in ("Empty", "Dead") and not self.members
-
-
-@dataclass(frozen=True)
-class PartitionLag:
-    """One row of `riverbed groups describe` (kafka-consumer-groups.sh --describe)."""
-    topic: str
-    partition: int
-    current_offset: int | None      # committed; None = nothing committed
-    log_end_offset: int | None      # the high watermark; None = unknown
-    consumer_id: str = ""
-    host: str = ""
-    client_id: str = ""
-
-    @property
-    def lag(self) -> int | None:
-        if self.current_offset is None or self.log_end_offset is None:
-            return None
-        return max(self.log_end_offset - self.current_offset, 0)
-
-
-# ------------------------------------------------------------------------------- wire helpers
-
-def offsets_to_commit_request(group_id: str, generation_id: int, member_id: str,
-                              offsets: Mapping[TopicPartition, OffsetAndMetadata]
-                              ) -> offset_pb2.OffsetCommitRequest:
-    req = offset_pb2.OffsetCommitRequest(group_id=group_id, generation_id=generation_id,
-                                         member_id=member_id, retention_time_ms=-1)
-    by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
-    for tp, om in offsets.items():
-        by_topic.setdefault(tp[0], []).append((tp[1], om))
-    for topic in sorted(by_topic):
-        t = req.topics.add(name=topic)
-        for p, om in sorted(by_topic[topic], key=lambda x: x[0]):
-            t.partitions.add(partition_index=p, committed_offset=om.offset,
-                             committed_leader_epoch=om.leader_epoch,
-                             committed_metadata=om.metadata or "")
-    return req
-
-
-def commit_response_error(resp: offset_pb2.OffsetCommitResponse) -> errors.KafkaError | None:
-    """The whole-request error, else the first per-partition error, else None."""
-    if resp.error_code != 0:
-        return errors.for_code(resp.error_code, resp.error_message)
-    for t in resp.topics:
-        for p in t.partitions:
-            if p.error_code != 0:
-                return errors.for_code(p.error_code, p.error_message, topic=t.name,
-                                       partition=p.partition_index)
-    return None
-
-
-def normalize_offsets(offsets: Mapping) -> dict[TopicPartition, OffsetAndMetadata]:
-    out: dict[TopicPartition, OffsetAndMetadata] = {}
-    for tp, v in offsets.items():
-        tp = TopicPartition(*tp)
-        if isinstance(v, OffsetAndMetadata):
-            om = v
-        elif isinstance(v, int):
-            om = OffsetAndMetadata(v)
-        elif isinstance(v, tuple):
-            om = OffsetAndMetadata(*v)
-        else:
-            raise TypeError(f"offset for {tp}: expected int or OffsetAndMetadata, got {v!r}")
-        if om.offset < 0:
-            raise ValueError(f"offset for {tp} must be >= 0, got {om.offset}")
-        out[tp] = om
-    return out
-
-
-def normalize_strategies(strategy: str | Sequence[str] | None) -> tuple[str, ...]:
-    """"range" / ["sticky", "range"] / kafka-python class names (RangePartitionAssignor)."""
-    if strategy is None:
-        return ("range",)
-    items = [strategy] if isinstance(strategy, str) else list(strategy)
-    out: list[str] = []
-    for s in items:
-        name = getattr(s, "name", s)
-        if not isinstance(name, str):
-            raise ValueError(f"partition_assignment_strategy: {s!r} is not a strategy name")
-        key = name.lower().replace("partitionassignor", "").replace("assignor", "").replace("_", "")
-        key = {"roundrobin": "roundrobin", "round-robin": "roundrobin"}.get(key, key)
-        if key not in STRATEGIES:
-            raise ValueError(f"partition_assignment_strategy {name!r}: expected one of {STRATEGIES}")
-        if key not in out:
-            out.append(key)
-    if not out:
-        raise ValueError("partition_assignment_strategy is empty")
-    return tuple(out)
-
-
-class MemberState(enum.Enum):
-    UNJOINED = "unjoined"        # no generation (never joined, left, or removed)
-    REBALANCING = "rebalancing"  # revoked; join/sync in progress
-    STABLE = "stable"            # has a generation and its assignment
-
 
 # ------------------------------------------------------------------------------- membership
 
-class GroupMembership:
-    """One consumer's group membership. Owned by a Consumer; not thread-safe."""
+class GroupMembership(CommittedOffsets):
+    """One consumer's group membership (join, sync, heartbeats, leave); its committed offsets
+    (commits, auto-commit, OFFSET_FETCH) are the CommittedOffsets half. Owned by a Consumer;
+    not thread-safe."""
 
-    def __init__(self, consumer: "Consumer", *, group_id: str, client_id: str,
+    def __init__(self, subscriptions: SubscriptionState, *, group_id: str, client_id: str,
                  bootstrap: Sequence[str] | str | None, channel_factory: Callable | None = None,
                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000,
                  max_poll_interval_ms: int = 300000, enable_auto_commit: bool = True,
@@ -256,7 +98,7 @@ class GroupMembership:
             raise ValueError("group_id must be a non-empty string")
         if heartbeat_interval_ms >= session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
-        self._consumer = consumer
+        self._subs = subscriptions
         self.group_id = group_id
         self.client_id = client_id
         self._bootstrap = bootstrap
@@ -324,7 +166,7 @@ class GroupMembership:
         self.topics, self.pattern, self.listener = (), None, None
         self.rejoin_needed = False
         self.assigned = frozenset()
-        self._consumer._subs.assign(())
+        self._subs.assign(())
 
     # -- the poll hook ---------------------------------------------------------------------
     def poll(self, timeout_ms: float) -> None:
@@ -439,16 +281,16 @@ class GroupMembership:
                 self._invoke_listener("on_partitions_revoked", owned)
             else:
                 self._invoke_listener("on_partitions_lost", owned)
-            subs = self._consumer._subs
+            subs = self._subs
             self._paused_across_rebalance |= {tp for tp, st in subs.assignment.items() if st.paused}
             subs.assign(())
             self.assigned = frozenset()
         self.state = MemberState.REBALANCING
 
-    def _prepare_leave(self) -> None:
+    def _prepare_leave(self, autocommit: bool = True) -> None:
         """Before LeaveGroup (close, unsubscribe): auto-commit, then revoke."""
         if self.state is MemberState.STABLE and not self.rejoin_needed:
-            if self.enable_auto_commit:
+            if autocommit and self.enable_auto_commit:
                 self._commit_positions_quietly("on leave")
             self._invoke_listener("on_partitions_revoked", set(self.assigned))
         elif self.state is MemberState.STABLE:
@@ -528,7 +370,7 @@ class GroupMembership:
         return True
 
     def _complete_join(self, assigned: frozenset[TopicPartition]) -> None:
-        subs = self._consumer._subs
+        subs = self._subs
         subs.assign(sorted(assigned))
         for tp in self._paused_across_rebalance & assigned:
             subs.assignment[tp].paused = True
@@ -594,213 +436,18 @@ class GroupMembership:
         self._reset_generation()
         self.state = MemberState.UNJOINED
 
-    def close(self) -> None:
-        """Auto-commit (sync), revoke, LEAVE_GROUP at once, complete async commits."""
+    def close(self, autocommit: bool = True) -> None:
+        """Auto-commit (sync, unless autocommit=False), revoke, LEAVE_GROUP at once, complete
+        async commits."""
         try:
             self._drain_async_commits()
             if self.subscribed:
-                self._prepare_leave()
+                self._prepare_leave(autocommit)
                 self.leave_group()
-            elif self.enable_auto_commit and self._consumer._subs.assignment:
+            elif autocommit and self.enable_auto_commit and self._subs.assignment:
                 self._commit_positions_quietly("on close")
         finally:
             self._fail_pending_commits(errors.ClientError("consumer closed"))
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-    # -- committed offsets -----------------------------------------------------------------
-    def _commit_identity(self) -> tuple[int, str]:
-        if not self.subscribed:
-            return -1, ""              # standalone consumer (assign() with a group id)
-        if self.state is MemberState.UNJOINED or self.generation_id < 0:
-            raise CommitFailedError(f"group {self.group_id}: not a member of a generation "
-                                    "(rejoining on the next poll)")
-        return self.generation_id, self.member_id
-
-    def positions(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {tp: OffsetAndMetadata(st.position)
-                for tp, st in self._consumer._subs.assignment.items() if st.position is not None}
-
-    def _generation_gone(self, err: errors.KafkaError) -> CommitFailedError:
-        if err.code == _UNKNOWN_MEMBER:
-            self._reset_generation()
-        if self.subscribed:
-            self.rejoin_needed = True
-        return CommitFailedError(f"commit failed, the group rebalanced or removed this member "
-                                 f"({err.name}); rejoining on the next poll")
-
-    def commit_sync(self, offsets: Mapping | None = None, timeout_ms: float | None = None) -> None:
-        """OFFSET_COMMIT and wait. offsets=None: the positions of all assigned partitions."""
-        offsets = self.positions() if offsets is None else normalize_offsets(offsets)
-        if not offsets:
-            return
-        deadline = self._clock() + (self.request_timeout_ms if timeout_ms is None else timeout_ms)
-        self._drain_async_commits()
-        while True:
-            generation, member = self._commit_identity()
-            req = offsets_to_commit_request(self.group_id, generation, member, offsets)
-            try:
-                self.ensure_coordinator(deadline)
-                err = commit_response_error(self._call(ApiKey.OFFSET_COMMIT, req))
-            except errors.KafkaError as e:
-                err = e
-            if err is None:
-                return
-            if err.code in _GENERATION_GONE and self.subscribed:
-                raise self._generation_gone(err) from err
-            if err.code in _COORDINATOR_LOST:
-                self._coordinator_lost(str(err))
-            elif not err.retriable:
-                raise err
-            if self._clock() >= deadline:
-                raise err
-            log.info("[group=%s] commit: %s; retrying", self.group_id, err)
-            self._backoff()
-
-    def commit_async(self, offsets: Mapping | None = None,
-                     callback: Callable | None = None) -> concurrent.futures.Future:
-        """Send an OFFSET_COMMIT without waiting. The Future (and callback(offsets, exc_or_None))
-        completes in a later poll(), commit() or close(). Not retried (Kafka's rule: a later
-        commit would be overtaken)."""
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        try:
-            offsets = self.positions() if offsets is None else normalize_offsets(offsets)
-            if not offsets:
-                self._complete(fut, callback, offsets, None)
-                return fut
-            generation, member = self._commit_identity()
-            conn = self.ensure_coordinator(self._clock() + self.request_timeout_ms)
-            req = offsets_to_commit_request(self.group_id, generation, member, offsets)
-            corr = conn.channel.send(ApiKey.OFFSET_COMMIT, req, timeout_ms=self.request_timeout_ms)
-        except errors.RiverbedError as e:
-            self._complete(fut, callback, offsets, e)
-            return fut
-        self._pending_commits[corr] = (offsets, fut, callback)
-        return fut
-
-    def _complete(self, fut, callback, offsets, exc) -> None:
-        if exc is None:
-            fut.set_result(offsets)
-        else:
-            fut.set_exception(exc)
-        if callback is not None:
-            try:
-                callback(offsets, exc)
-            except Exception:  # noqa: BLE001
-                log.exception("[group=%s] commit callback raised", self.group_id)
-
-    def _drain_async_commits(self, wait_ms: int = 0) -> None:
-        if not self._pending_commits or self._conn is None:
-            return
-        chan = self._conn.channel
-        end = self._clock() + wait_ms
-        while self._pending_commits:
-            resp = chan.recv(max(int(end - self._clock()), 0))
-            if resp is None:
-                if self._clock() >= end:
-                    return
-                continue
-            entry = self._pending_commits.pop(resp.correlation_id, None)
-            if entry is None:
-                continue
-            offsets, fut, callback = entry
-            if not resp.ok:
-                err: errors.RiverbedError | None = errors.for_code(resp.error_code, resp.error_message)
-            else:
-                err = commit_response_error(resp.body)
-            if err is not None:
-                assert isinstance(err, errors.KafkaError)
-                if err.code in _GENERATION_GONE and self.subscribed:
-                    err = self._generation_gone(err)
-                elif err.code in _COORDINATOR_LOST:
-                    self._coordinator_lost(str(err))
-            self._complete(fut, callback, offsets, err)
-
-    def _fail_pending_commits(self, exc: BaseException) -> None:
-        pending, self._pending_commits = self._pending_commits, {}
-        for offsets, fut, callback in pending.values():
-            self._complete(fut, callback, offsets, exc)
-
-    def _auto_commit_async(self) -> None:
-        self._next_auto_commit_ms = self._clock() + self.auto_commit_interval_ms
-
-        def done(offsets, exc):
-            if exc is not None:
-                log.info("[group=%s] auto-commit of %d offsets failed: %s", self.group_id,
-                         len(offsets), exc)
-        self.commit_async(None, done)
-
-    def _commit_positions_quietly(self, when: str) -> None:
-        try:
-            self.commit_sync(None)
-        except errors.RiverbedError as e:
-            log.warning("[group=%s] auto-commit %s failed: %s", self.group_id, when, e)
-
-    def fetch_committed(self, partitions: Iterable[TopicPartition] | None,
-                        timeout_ms: float | None = None
-                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """OFFSET_FETCH (retried while the coordinator loads or moves). None = nothing
-        committed. partitions=None: everything the group committed."""
-        req = offset_pb2.OffsetFetchRequest(group_id=self.group_id)
-        wanted = None
-        if partitions is not None:
-            wanted = [TopicPartition(*tp) for tp in partitions]
-            for topic, parts in group_by_topic(wanted):
-                req.topics.add(name=topic, partition_indexes=parts)
-        deadline = self._clock() + (self.request_timeout_ms if timeout_ms is None else timeout_ms)
-        while True:
-            try:
-                self.ensure_coordinator(deadline)
-                resp = self._call(ApiKey.OFFSET_FETCH, req)
-                err = errors.for_code(resp.error_code, resp.error_message) if resp.error_code else None
-            except errors.KafkaError as e:
-                err = e
-            if err is None:
-                out: dict[TopicPartition, OffsetAndMetadata | None] = {}
-                for t in resp.topics:
-                    for p in t.partitions:
-                        tp = TopicPartition(t.name, p.partition_index)
-                        if p.error_code != 0:
-                            perr = errors.for_code(p.error_code, p.error_message, topic=t.name,
-                                                   partition=p.partition_index)
-                            if perr.retriable:
-                                err = perr
-                                break
-                            raise perr
-                        out[tp] = (None if p.committed_offset < 0 else
-                                   OffsetAndMetadata(p.committed_offset, p.metadata,
-                                                     p.committed_leader_epoch))
-                    if err is not None:
-                        break
-                if err is None:
-                    if wanted is not None:
-                        return {tp: out.get(tp) for tp in wanted}
-                    return out
-            assert err is not None
-            if err.code in _COORDINATOR_LOST:
-                self._coordinator_lost(str(err))
-            elif not err.retriable:
-                raise err
-            if self._clock() >= deadline:
-                raise err
-            self._backoff()
-
-    def init_positions(self) -> None:
-        """Positions of assigned partitions that have none: the committed offset, else left to
-        the consumer's auto_offset_reset (remembered in _no_committed)."""
-        subs = self._consumer._subs
-        missing = [tp for tp, st in subs.assignment.items()
-                   if st.position is None and st.reset_to is None and tp not in self._no_committed]
-        if not missing:
-            return
-        committed = self.fetch_committed(missing)
-        for tp in missing:
-            st = subs.assignment.get(tp)
-            om = committed.get(tp)
-            if st is None or st.position is not None or st.reset_to is not None:
-                continue
-            if om is None:
-                self._no_committed.add(tp)
-            else:
-                self._consumer._set_position(st, om.offset)

@@ -20,19 +20,27 @@
   a retry may reorder (and a retry after a lost answer may duplicate) records, as in Kafka.
 - If the cluster does not serve INIT_PRODUCER_ID, the producer logs a WARNING and runs without
   idempotence, muting partitions (one request per partition in flight) to keep order.
+- Nothing is lost at exit: a producer not closed by the program is closed when the interpreter
+  exits (an atexit hook), sending what is buffered and waiting at most `close_timeout_ms`; if
+  records could still not be delivered, a WARNING names how many.
+- A producer belongs to the process that created it: after `os.fork()` the child's copy raises
+  `errors.ForkedClientError` from send()/send_many()/flush()/partitions_for() and from waiting on
+  futures of the parent's records; its close() is a no-op (riverbed.process_owner).
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any, Callable, Iterable, Sequence
 
-from riverbed import errors
+from riverbed import errors, process_owner
 from riverbed.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, ReadyCheck, \
     RecordAccumulator
-from riverbed.cluster import GatewayConnection
+from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.futures import FutureRecordMetadata
 from riverbed.idempotence import MAX_IN_FLIGHT_PER_PARTITION, IdempotenceState
 from riverbed.partitioner import DefaultPartitioner
@@ -51,6 +59,22 @@ _time_ns = time.time_ns
 # Keys and values below this size (or half of what max_request_size leaves) skip the
 # max_request_size check on the hot path: they cannot exceed it.
 _SIZE_CHECK_FLOOR = 4096
+# Producers not closed yet, closed by one atexit hook (weakly held: no leak, no atexit entry each).
+_LIVE_PRODUCERS: "weakref.WeakSet[Producer]" = weakref.WeakSet()
+
+
+def _close_live_producers() -> None:
+    """The interpreter is exiting: close every producer this process created and did not close,
+    each bounded by its close_timeout_ms (a forked child leaves its parent's producers alone)."""
+    for producer in list(_LIVE_PRODUCERS):
+        if producer._owner_pid == process_owner.current_pid():
+            try:
+                producer.close(timeout=producer._close_timeout_ms / 1000.0)
+            except Exception:  # noqa: BLE001 - one producer's failure must not skip the others
+                log.exception("closing producer %s at exit failed", producer.client_id)
+
+
+atexit.register(_close_live_producers)
 
 
 def compression_from_name(name: str | None) -> Compression:
@@ -64,14 +88,15 @@ def compression_from_name(name: str | None) -> Compression:
 class Producer:
     """Publishes records to Riverbed topics (kafka-python's KafkaProducer API).
 
-        with Producer(bootstrap=["tcp://127.0.0.1:9092"]) as p:
+        with Producer(bootstrap_servers=["tcp://127.0.0.1:9092"]) as p:
             fut = p.send("orders", b"value", key=b"k")
             print(fut.result(timeout=10))      # RecordMetadata(topic, partition, offset, timestamp)
 
     Thread-safe: any number of threads may call send(). See the module doc for batching,
     retries, ordering and idempotence."""
 
-    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, acks: int | str = 1,
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
+                 acks: int | str = 1,
                  client_id: str | None = None, batch_size: int = 16384, linger_ms: float = 0,
                  buffer_memory: int = 33554432, max_block_ms: int = 60000,
                  compression_type: str | None = None, max_request_size: int = 1048576,
@@ -81,10 +106,12 @@ class Producer:
                  enable_idempotence: bool | None = None,
                  partitioner: Callable | None = None, key_serializer: Callable | None = None,
                  value_serializer: Callable | None = None, metadata_max_age_ms: int = 300000,
-                 bootstrap_servers: str | Sequence[str] | None = None,
+                 bootstrap: str | Sequence[str] | None = None,
+                 close_timeout_ms: float = 30000,
                  _channel_factory: Callable | None = None):
-        if bootstrap is None:
-            bootstrap = bootstrap_servers
+        bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
+        if close_timeout_ms < 0:
+            raise ValueError(f"close_timeout_ms={close_timeout_ms}: must be >= 0")
         if acks == "all":
             acks = -1
         acks = int(acks)
@@ -165,9 +192,17 @@ class Producer:
         # send()'s inlined hot path applies: open, no serializers, no custom partitioner
         self._plain = key_serializer is None and value_serializer is None and partitioner is None
         self._closed = False
+        self._close_timeout_ms = close_timeout_ms
+        self._owner_pid = process_owner.current_pid()
         self._thread = threading.Thread(target=self._sender.run, name=f"{self.client_id}-sender",
                                         daemon=True)
         self._thread.start()
+        _LIVE_PRODUCERS.add(self)
+        process_owner.register_fork_listener(self)
+
+    def _on_fork(self) -> None:
+        """In a forked child: leave the inlined send path so that _send() raises."""
+        self._plain = False
 
     # -- sending ------------------------------------------------------------------------------
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -235,6 +270,7 @@ class Producer:
               timestamp_ms: int | None) -> FutureRecordMetadata:
         """send() for everything but the hot path: serializers, str values, headers, large
         records, custom partitioners, unknown topics, a closed producer."""
+        process_owner.check_owner(self._owner_pid, "this producer")
         if self._closed:
             raise errors.ClientError("producer is closed")
         if key is not None:
@@ -326,6 +362,7 @@ class Producer:
         fast path). Without a partition, batches are filled on the sticky partition, moving on
         per batch like keyless send(). Returns one future per batch touched: the handle of this
         call's last record in it; waiting on all of them waits for every record."""
+        process_owner.check_owner(self._owner_pid, "this producer")
         if self._closed:
             raise errors.ClientError("producer is closed")
         if not isinstance(values, (list, tuple)):
@@ -389,12 +426,14 @@ class Producer:
     # -- metadata ------------------------------------------------------------------------------
     def partitions_for(self, topic: str) -> set[int]:
         """The topic's partition numbers (waits up to max_block_ms for metadata)."""
+        process_owner.check_owner(self._owner_pid, "this producer")
         self._wait_on_metadata(topic, None, time.monotonic() + self._max_block_ms / 1000.0)
         return self._conn.metadata.partitions_for_topic(topic) or set()
 
     # -- flush / close -------------------------------------------------------------------------
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until it completed (either way)."""
+        process_owner.check_owner(self._owner_pid, "this producer")
         deadline = None if timeout is None else time.monotonic() + timeout
         acc = self._accumulator
         acc.begin_flush()
@@ -407,12 +446,19 @@ class Producer:
             acc.end_flush()
 
     def close(self, timeout: float | None = None) -> None:
-        """Send what is queued, wait (at most timeout s) for it, then stop. Records not done by
-        then fail with ClientError."""
+        """Send what is queued, wait (at most timeout s; None: until every record is
+        acknowledged or expired by delivery_timeout_ms) for it, then stop. Records not done by
+        then fail with ClientError, and a WARNING names how many records of this close could not
+        be delivered. In a forked child, close() only marks the copy closed (the parent owns the
+        connection and the sender thread)."""
         if self._closed:
             return
         self._closed = True
         self._plain = False
+        _LIVE_PRODUCERS.discard(self)
+        if self._owner_pid != process_owner.current_pid():
+            return
+        pending = self._accumulator.incomplete()
         self._sender.running = False
         self._accumulator.close()
         self._sender.wakeup()
@@ -421,13 +467,24 @@ class Producer:
             self._sender.force_close = True
             self._sender.wakeup()
             self._thread.join()
+        undelivered = sum(b.record_count for b in pending
+                          if b.result.is_done and b.result.error is not None)
+        self.undelivered_at_close = undelivered
+        if undelivered:
+            log.warning("producer %s closed: %d record(s) could not be delivered (timeout %s s)",
+                        self.client_id, undelivered, timeout)
 
     @property
     def idempotent(self) -> bool:
         """True while batches carry producer id/epoch/sequences (False after a fallback)."""
         return self._idempotence is not None and self._idempotence.enabled
 
-    def metrics(self) -> dict:
+    undelivered_at_close = 0
+    """How many records of the batches pending when close() began failed (0 before close)."""
+
+    def metrics(self, raw: bool = False) -> dict[str, Any]:
+        """Counters of this producer (kafka-python's metrics(); flat, `raw` is accepted and
+        changes nothing)."""
         idem = self._idempotence
         return {"requests_sent": self._sender.requests_sent,
                 "in_flight": len(self._sender.in_flight),

@@ -5,8 +5,9 @@ code written for kafka-python unpacks them the same way; frozen dataclasses for 
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 
 class TopicPartition(NamedTuple):
@@ -20,6 +21,13 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int
     timestamp: int          # ms: the record's create time, or the log-append time
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset: the next offset to consume, and free-form metadata (kafka-python)."""
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -42,12 +50,70 @@ class ConsumerRecord(NamedTuple):
 @dataclass(frozen=True)
 class NewTopic:
     """A topic to create. -1 means the cluster default (num.partitions,
-    default.replication.factor); replica_assignment maps partition -> replica node ids."""
+    default.replication.factor); replica_assignment maps partition -> replica node ids.
+
+    kafka-python's keywords are accepted too: `topic_configs=` (same as `configs=`) and
+    `replica_assignments=` (same as `replica_assignment=`); giving both spellings of one is a
+    ValueError."""
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
     replica_assignment: dict[int, Sequence[int]] = field(default_factory=dict)
+    topic_configs: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
+    replica_assignments: Mapping[int, Sequence[int]] | None = field(default=None, repr=False,
+                                                                     compare=False)
+
+    def __post_init__(self) -> None:
+        if self.topic_configs is not None:
+            if self.configs:
+                raise ValueError(f"NewTopic {self.name!r}: configs= and topic_configs= both given")
+            object.__setattr__(self, "configs", dict(self.topic_configs))
+            object.__setattr__(self, "topic_configs", None)
+        if self.replica_assignments is not None:
+            if self.replica_assignment:
+                raise ValueError(f"NewTopic {self.name!r}: replica_assignment= and "
+                                 "replica_assignments= both given")
+            object.__setattr__(self, "replica_assignment", dict(self.replica_assignments))
+            object.__setattr__(self, "replica_assignments", None)
+
+
+@dataclass(frozen=True)
+class NewPartitions:
+    """kafka-python's: grow a topic to `total_count` partitions; `new_assignments` lists the
+    replica node ids of each new partition (first = preferred leader), or None for the cluster's
+    choice. Used as `Admin.create_partitions({topic: NewPartitions(6)})`."""
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
+
+
+class ConfigResourceType(enum.IntEnum):
+    """kafka-python's (Kafka's numbers). Riverbed's configs are per topic: BROKER resources are
+    refused with InvalidRequestError."""
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+
+
+@dataclass
+class ConfigResource:
+    """kafka-python's: a resource whose configs to describe or alter. `resource_type` is a
+    ConfigResourceType or its name ("TOPIC"); `configs` holds the values to set
+    (alter_configs) or the names to describe (describe_configs; None = all)."""
+    resource_type: ConfigResourceType | str | int
+    name: str
+    configs: Mapping[str, str | None] | Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        rt = self.resource_type
+        try:
+            if isinstance(rt, str):
+                self.resource_type = ConfigResourceType[rt.upper()]
+            else:
+                self.resource_type = ConfigResourceType(rt)
+        except (KeyError, ValueError):
+            raise ValueError(f"ConfigResource {self.name!r}: unknown resource_type {rt!r}; "
+                             f"expected one of {[t.name for t in ConfigResourceType]}") from None
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,18 @@
 """Kafka's v2 record batch (magic 2), byte for byte: header checks, builder, decoder.
 
-See `header.py` for the batch layout and `codec.py` for the record layout and compression.
+See `header.py` for the batch layout, `codec.py` for the record layout and decoding,
+`builder.py` for building and `compression.py` for compression framing.
 """
+from riverbed.records.builder import BatchBuilder, build_batch
 from riverbed.records.codec import (
-    BatchBuilder,
     Record,
-    build_batch,
-    compress,
     decode_batch,
     decode_batches,
     decode_varint,
-    decompress,
     encode_varint,
     iter_records,
 )
+from riverbed.records.compression import compress, decompress
 from riverbed.records.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,

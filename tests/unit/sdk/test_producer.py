@@ -372,3 +372,62 @@ def test_hot_path_sends_in_order_with_sub_millisecond_and_longer_linger(monkeypa
         assert [log.logs[("t", 1)][md.offset] for md in mds] == [b"r%d" % i for i in range(200)]
     finally:
         pair.close(0)
+
+
+@pytest.fixture
+def fake_dealer(monkeypatch):
+    """Producers' sender threads poll their channel's socket: a pollable inproc PAIR."""
+    import zmq
+
+    from sdk_fakes import FakeChannel
+    pair = zmq.Context.instance().socket(zmq.PAIR)
+    pair.bind("inproc://fake-dealer-%d" % id(pair))
+    monkeypatch.setattr(FakeChannel, "socket", pair, raising=False)
+    yield
+    pair.close(0)
+
+
+def test_unclosed_producer_is_closed_by_the_exit_hook(fake_dealer):
+    from riverbed import producer as producer_mod
+    log = ProduceLog()
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(1), ApiKey.PRODUCE: log})
+    p = producer_mod.Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory,
+                              linger_ms=60_000)
+    futs = [p.send("t", b"v%d" % i) for i in range(10)]
+    assert p in producer_mod._LIVE_PRODUCERS
+    producer_mod._close_live_producers()            # what atexit runs
+    assert p._closed and p not in producer_mod._LIVE_PRODUCERS
+    assert [f.result(timeout=0).offset for f in futs] == list(range(10))
+    assert p.undelivered_at_close == 0
+
+
+def test_close_counts_and_logs_undelivered_records(fake_dealer, caplog):
+    from riverbed.producer import Producer
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(1)})   # PRODUCE is never answered
+    p = Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory, retries=0)
+    futs = [p.send("t", b"v%d" % i) for i in range(7)]
+    with caplog.at_level("WARNING", logger="riverbed.producer"):
+        p.close(timeout=0.2)
+    assert p.undelivered_at_close == 7
+    assert "7 record(s) could not be delivered" in caplog.text
+    assert all(f.failed() for f in futs)
+
+
+def test_a_forked_copy_refuses_use_and_its_close_is_a_no_op(fake_dealer, monkeypatch):
+    from riverbed import process_owner
+    from riverbed.producer import Producer
+    log = ProduceLog()
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(1), ApiKey.PRODUCE: log})
+    p = Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory, linger_ms=60_000)
+    pending = p.send("t", b"before")
+    parent_pid = process_owner.current_pid()
+    monkeypatch.setattr(process_owner, "_pid", parent_pid + 1)   # as in a forked child
+    p._on_fork()
+    for call in (lambda: p.send("t", b"x"), lambda: p.send_many("t", [b"x"]),
+                 lambda: p.flush(), lambda: pending.get(), lambda: p.partitions_for("t")):
+        with pytest.raises(errors.ForkedClientError, match=r"os\.fork\(\)"):
+            call()
+    monkeypatch.setattr(process_owner, "_pid", parent_pid)
+    p.flush(timeout=10)      # the original is untouched
+    assert pending.get(timeout=0).offset == 0
+    p.close()
