@@ -39,8 +39,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from riverbed import errors
-from riverbed._proto.v1 import common_pb2, controller_pb2, header_pb2
+from riverbed._proto.v1 import common_pb2, controller_pb2, header_pb2, replication_pb2
 from services.controller.config import ControllerConfig
+from services.controller.core.broker_liveness import BrokerLiveness
 from services.controller.core.effects import (
     DeletePreferredElection, DeleteTopicZnodes, Effect, MarkTopicForDeletion, Respond,
     SendLeaderAndIsr, WritePartitionState, WriteReassignments, WriteTopicAssignment,
@@ -75,7 +76,11 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         self.active = False
         self.controller_epoch = 0
         self.cluster_id = ""
+        # Registered in /brokers/ids (ZooKeeper's view) and, of those, the live ones: not
+        # fenced for missing heartbeats (broker_liveness.py). Elections use `brokers`.
+        self.registered: dict[int, BrokerInfo] = {}
         self.brokers: dict[int, BrokerInfo] = {}
+        self.liveness = BrokerLiveness(config.broker_session_timeout_ms)
         self.topics: dict[str, Topic] = {}
         self.metadata_version = 0
         self.next_publish_ms: int | None = None
@@ -131,7 +136,15 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
     def tick(self, now_ms: int) -> list[Effect]:
         if not self.active:
             return []
-        out: list[Effect] = []
+        fenced = self.liveness.expire(now_ms)
+        if fenced:
+            log.warning("storage nodes %s fenced: no heartbeat in broker.session.timeout.ms=%d "
+                        "(their ZooKeeper sessions may still be open)", sorted(fenced),
+                        self.liveness.session_timeout_ms)
+            out = self._set_live(now_ms)
+            if out:
+                return out
+        out = []
         cfg = self.config
         if self.next_imbalance_check_ms is None:
             self.next_imbalance_check_ms = now_ms + cfg.leader_imbalance_check_interval_seconds * 1000
@@ -156,7 +169,8 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         self.active = True
         self.controller_epoch = snapshot.controller_epoch
         self.cluster_id = snapshot.cluster_id
-        self.brokers = {b.node_id: b for b in snapshot.brokers}
+        self.registered = {b.node_id: b for b in snapshot.brokers}
+        self.brokers = dict(self.registered)
         self.gateways = {g.gateway_id: g for g in snapshot.gateways} or self.gateways
         for t in snapshot.topics:
             self.topics[t.name] = Topic(
@@ -174,6 +188,7 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
                 assert st.zk_version >= 0, (t.name, p, st)
                 assert len(set(replicas)) == len(replicas), (t.name, p, replicas)
                 assert set(st.isr) <= set(replicas), (t.name, p, st, replicas)
+        assert set(self.brokers) <= set(self.registered), (self.brokers, self.registered)
         for (topic, p), target in self.reassignments.items():
             assert topic in self.topics and p in self.topics[topic].assignment, (topic, p)
             assert target and len(set(target)) == len(target), (topic, p, target)
@@ -233,6 +248,7 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
     # ---- election, broker changes ------------------------------------------------------------
     def _on_elected(self, ev: ElectedAsController, now_ms: int) -> list[Effect]:
         self.replay(ev)
+        self.liveness.reset(self.registered, now_ms)
         log.info("controller %d active with epoch %d: %d topics, live nodes %s",
                  self.config.controller_id, self.controller_epoch, len(self.topics),
                  sorted(self.brokers))
@@ -256,9 +272,18 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         return out
 
     def _on_brokers_changed(self, ev: BrokersChanged, now_ms: int) -> list[Effect]:
-        new = {b.node_id: b for b in ev.brokers}
+        registered = {b.node_id: b for b in ev.brokers}
+        fresh = {i for i, b in registered.items() if self.registered.get(i) != b}
+        self.registered = registered
+        self.liveness.registered(registered, fresh, now_ms)
+        return self._set_live(now_ms)
+
+    def _set_live(self, now_ms: int) -> list[Effect]:
+        """The live set is the registered nodes that are not fenced; elect and tell what that
+        changes."""
+        new = {i: b for i, b in self.registered.items() if i not in self.liveness.fenced}
         old = self.brokers
-        added = {i for i, b in new.items() if old.get(i) != b}   # new or re-registered
+        added = {i for i, b in new.items() if old.get(i) != b}   # new, re-registered, unfenced
         removed = set(old) - set(new)
         self.brokers = new
         self.shutting_down -= removed | added
@@ -363,6 +388,28 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
                  old.leader if old else None, leader, epoch, list(isr))
         self._write_state(out, tp[0], tp[1], leader, epoch, isr)
 
+    def _on_heartbeat(self, req: replication_pb2.BrokerHeartbeatRequest,
+                      now_ms: int) -> list[Effect]:
+        """BROKER_HEARTBEAT: refresh the node's deadline; a fenced node is live again."""
+        resp = replication_pb2.BrokerHeartbeatResponse(error_code=NONE)
+        if req.broker_id not in self.registered:
+            resp.error_code = errors.ErrorCode.Value("BROKER_NOT_AVAILABLE")
+            resp.error_message = f"storage node {req.broker_id} is not registered"
+            return [Respond(resp)]
+        b = self.registered[req.broker_id]
+        if req.broker_epoch >= 0 and b.epoch >= 0 and req.broker_epoch != b.epoch:
+            resp.error_code = errors.ErrorCode.Value("INVALID_REQUEST")
+            resp.error_message = (f"stale broker epoch {req.broker_epoch}: node {req.broker_id} "
+                                  f"registered as {b.epoch}")
+            return [Respond(resp)]
+        out: list[Effect] = []
+        if self.liveness.heard_from(req.broker_id, now_ms):
+            resp.is_fenced = True
+            log.info("storage node %d heard from again: unfenced", req.broker_id)
+            out = self._set_live(now_ms)
+        out.append(Respond(resp))
+        return out
+
     # ---- storage-node requests ------------------------------------------------------------
     def _replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return self.topics[tp[0]].assignment[tp[1]]
@@ -407,6 +454,8 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
 
     # ---- requests ---------------------------------------------------------------------------
     def _on_request(self, ev: RequestReceived, now_ms: int) -> list[Effect]:
+        if ev.api == ApiKey.BROKER_HEARTBEAT:
+            return self._on_heartbeat(ev.body, now_ms)
         handler = {
             ApiKey.METADATA: self._metadata,
             ApiKey.DESCRIBE_CLUSTER: self._describe_cluster,

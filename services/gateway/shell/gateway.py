@@ -285,6 +285,7 @@ class Gateway:
 
     def _apply(self, *, update=None, response=None) -> None:
         before = self.cache.stamp
+        nodes_before = self.cache.node_endpoints()
         if update is not None:
             self.cache.apply_update(update, _now_ms())
         else:
@@ -294,6 +295,22 @@ class Gateway:
             level = logging.INFO if before is None or after[0] != before[0] else logging.DEBUG
             self.log.log(level, "metadata (controller_epoch, version) %s -> %s, %d topics",
                          before, after, len(self.cache.topic_names))
+            gone = nodes_before - self.cache.node_endpoints()
+            if gone and self._pool is not None:
+                self._drop_nodes(gone)
+
+    def _drop_nodes(self, endpoints: frozenset[str]) -> None:
+        """Storage nodes that left the live set (dead, or fenced by the controller): close their
+        channels now, so requests waiting on them fail at once with NETWORK_EXCEPTION (retriable:
+        the client retries on the new leader) instead of waiting out their timeout, and nothing
+        queued for them is delivered later."""
+        self.log.info("storage nodes %s left the live set: dropping their connections",
+                      sorted(endpoints))
+        for ep in endpoints:
+            if ep in self._pool:
+                task = asyncio.get_running_loop().create_task(self._pool.discard(ep))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
 
     async def _tick_loop(self) -> None:
         while True:

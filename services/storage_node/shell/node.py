@@ -50,6 +50,7 @@ from services.storage_node.core.replica_state import (NONE, AlterIsr, AlterParti
                                                       PartitionStateIn, ReplicaManager, Role,
                                                       fetcher_id)
 from services.storage_node.shell import log_access
+from services.storage_node.shell.controller_heartbeat import ControllerHeartbeat
 from services.storage_node.shell import metrics as node_metrics
 from services.storage_node.shell.replica_fetcher import ReplicaFetcher, whole_batches_end
 
@@ -169,6 +170,7 @@ class StorageNode:
                 self._tg = tg
                 serve = tg.create_task(self.server.serve())
                 tick = tg.create_task(self._tick_loop())
+                heartbeat = tg.create_task(ControllerHeartbeat(self).run())
                 await stop.wait()
                 log.info("[node %d] stopping", cfg.broker_id)
                 self._stopping = True
@@ -177,6 +179,7 @@ class StorageNode:
                 self._closing = True
                 serve.cancel()
                 tick.cancel()
+                heartbeat.cancel()
                 for f in list(self.fetchers.values()):
                     if f.task is not None:
                         f.task.cancel()

@@ -63,6 +63,8 @@ class _ApiKeyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiKey.ValueTy
     DESCRIBE_CLUSTER: _ApiKey.ValueType  # 29
     OFFSET_DELETE: _ApiKey.ValueType  # 30
     """Kafka's OffsetDelete (47): offsets of a group without members"""
+    BROKER_HEARTBEAT: _ApiKey.ValueType  # 63
+    """storage node -> active controller: liveness (Kafka's 63, KIP-631)"""
 
 class ApiKey(_ApiKey, metaclass=_ApiKeyEnumTypeWrapper):
     """Numbers are Riverbed's (zero means unset); names are Kafka's."""
@@ -100,6 +102,8 @@ ALTER_PARTITION: ApiKey.ValueType  # 28
 DESCRIBE_CLUSTER: ApiKey.ValueType  # 29
 OFFSET_DELETE: ApiKey.ValueType  # 30
 """Kafka's OffsetDelete (47): offsets of a group without members"""
+BROKER_HEARTBEAT: ApiKey.ValueType  # 63
+"""storage node -> active controller: liveness (Kafka's 63, KIP-631)"""
 Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
 
 @_typing.final
