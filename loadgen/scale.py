@@ -516,7 +516,10 @@ def parse_args(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    return main_with(parse_args(argv))
+
+
+def main_with(args) -> int:
     out = run(args)
     print_report(out)
     if args.json:

@@ -388,6 +388,19 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
                  old.leader if old else None, leader, epoch, list(isr))
         self._write_state(out, tp[0], tp[1], leader, epoch, isr)
 
+    def heartbeat_without_changes(self, req: replication_pb2.BrokerHeartbeatRequest,
+                                  now_ms: int) -> replication_pb2.BrokerHeartbeatResponse | None:
+        """The common BROKER_HEARTBEAT: from a registered, unfenced node with the right epoch to
+        the active controller. It only moves the node's deadline, so the shell may answer it
+        without waiting for ZooKeeper writes in flight (a heartbeat queued behind a long
+        transaction must not count as silence). None: take the full path (`handle`)."""
+        b = self.registered.get(req.broker_id)
+        if (not self.active or b is None or req.broker_id in self.liveness.fenced
+                or (req.broker_epoch >= 0 and b.epoch >= 0 and req.broker_epoch != b.epoch)):
+            return None
+        self.liveness.heard_from(req.broker_id, now_ms)
+        return replication_pb2.BrokerHeartbeatResponse(error_code=NONE)
+
     def _on_heartbeat(self, req: replication_pb2.BrokerHeartbeatRequest,
                       now_ms: int) -> list[Effect]:
         """BROKER_HEARTBEAT: refresh the node's deadline; a fenced node is live again."""

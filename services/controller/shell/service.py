@@ -404,6 +404,10 @@ class ControllerService:
                     await self._execute(effects)
 
     async def _handle(self, req: Request) -> Reply:
+        if req.api == ApiKey.BROKER_HEARTBEAT:
+            body = self.core.heartbeat_without_changes(req.body, _now_ms())
+            if body is not None:
+                return Reply(body)
         async with self._lock:
             effects = self.core.handle(RequestReceived(req.api, req.body), _now_ms())
             respond = await self._execute(effects)

@@ -164,13 +164,14 @@ class StorageNode:
                                    port=cfg.metrics_port)
         node_metrics.register(self.telemetry, self)
         self.telemetry.start()
+        heartbeat = ControllerHeartbeat(self)     # its own thread: see controller_heartbeat.py
         try:
             await asyncio.to_thread(self._zk_start)
+            heartbeat.start()
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
                 serve = tg.create_task(self.server.serve())
                 tick = tg.create_task(self._tick_loop())
-                heartbeat = tg.create_task(ControllerHeartbeat(self).run())
                 await stop.wait()
                 log.info("[node %d] stopping", cfg.broker_id)
                 self._stopping = True
@@ -179,13 +180,13 @@ class StorageNode:
                 self._closing = True
                 serve.cancel()
                 tick.cancel()
-                heartbeat.cancel()
                 for f in list(self.fetchers.values()):
                     if f.task is not None:
                         f.task.cancel()
                 for t in list(self._alter_tasks):
                     t.cancel()
         finally:
+            await asyncio.to_thread(heartbeat.stop)
             await self._shutdown()
         return 0
 

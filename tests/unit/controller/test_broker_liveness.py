@@ -168,3 +168,20 @@ def test_liveness_alone():
     assert lv.heard_from(2, 1600) is True and lv.fenced == {1}
     lv.registered([2, 3], fresh=[3], now_ms=1700)   # 1 gone from ZooKeeper, 3 new
     assert lv.fenced == set() and set(lv.deadline_ms) == {2, 3}
+
+
+def test_heartbeat_fast_path_only_moves_the_deadline():
+    core = new_core(epochs={1: 10, 2: 20, 3: 30})
+    req = replication_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=10)
+    resp = core.heartbeat_without_changes(req, 1500)
+    assert resp is not None and resp.error_code == 0 and not resp.is_fenced
+    assert core.liveness.deadline_ms[1] == 1500 + SESSION
+    # stale epoch, unknown node: the full path answers (with an error)
+    assert core.heartbeat_without_changes(
+        replication_pb2.BrokerHeartbeatRequest(broker_id=1, broker_epoch=9), 1600) is None
+    assert core.heartbeat_without_changes(
+        replication_pb2.BrokerHeartbeatRequest(broker_id=7), 1600) is None
+    # a fenced node: the full path (it unfences and tells the node its partitions)
+    run(core, 4000, beating=(2, 3))
+    assert 1 in core.liveness.fenced
+    assert core.heartbeat_without_changes(req, 4000) is None
