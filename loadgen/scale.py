@@ -216,7 +216,7 @@ def _controller_failover(fleet, zk, tag: str) -> dict[str, float]:
         _wait(created, "a CREATE_TOPICS answered by the standby", timeout_s=600,
               interval_s=0.05)
         took = time.monotonic() - t0
-    fleet.start(name)
+    _restart(fleet, name)
     return {"controller_elected_s": round(elected - t0, 2), "controller_failover_s": round(took, 2)}
 
 
@@ -227,6 +227,18 @@ def _full_isr(admin, topics: list[str]) -> bool:
 
 def _leads(admin, topics: list[str], node: int) -> int:
     return sum(1 for d in admin.describe_topics(topics) for p in d.partitions if p.leader == node)
+
+
+RESTART_TIMEOUT_S = 900
+
+
+def _restart(fleet, name: str) -> float:
+    """Start `name` again; seconds until it is up (a storage node opening thousands of partition
+    logs takes a while: this is itself a figure)."""
+    t0 = time.monotonic()
+    fleet.start(name, wait=False)
+    fleet.wait_up(name, timeout_s=RESTART_TIMEOUT_S)
+    return time.monotonic() - t0
 
 
 def _give_back(admin, topics: list[str], node: int) -> None:
@@ -250,7 +262,7 @@ def _node_failover(fleet, admin, topics: list[str]) -> dict[str, float]:
     _wait(lambda: _leads(admin, topics, node) == 0, "no partition led by the killed node",
           timeout_s=600, interval_s=0.1)
     kill_s = time.monotonic() - t0
-    fleet.start(name)
+    restart_s = _restart(fleet, name)
     _wait(lambda: _full_isr(admin, topics), "the restarted node back in every ISR",
           timeout_s=1200, interval_s=0.5)
     _give_back(admin, topics, node)
@@ -258,10 +270,11 @@ def _node_failover(fleet, admin, topics: list[str]) -> dict[str, float]:
     t0 = time.monotonic()
     fleet.stop(name)
     stop_s = time.monotonic() - t0
-    fleet.start(name)
+    _restart(fleet, name)
     _wait(lambda: _leaders_ready(admin, topics), "leaders after the second restart",
           timeout_s=600, interval_s=0.5)
     return {"led_at_kill": led, "kill_failover_s": round(kill_s, 2),
+            "restart_ready_s": round(restart_s, 2),
             "led_at_controlled_shutdown": led_before_stop,
             "controlled_shutdown_s": round(stop_s, 2)}
 
@@ -298,11 +311,16 @@ def measure_metadata(fleet, admin, zk, cfg, existing: int, rf: int) -> dict[str,
             "partitions_per_s": round(created / s, 1) if s else None,
             "memory_before": before, "memory_after": after}
         _log(f"{total} partitions: created {created} in {s:.1f} s")
-        point.update(_controller_failover(fleet, zk, str(target)))
-        _log(f"{total} partitions: controller failover {point['controller_failover_s']} s")
-        point.update(_node_failover(fleet, admin, all_topics))
-        _log(f"{total} partitions: storage node {point}")
         out["points"].append(point)
+        try:
+            point.update(_controller_failover(fleet, zk, str(target)))
+            _log(f"{total} partitions: controller failover {point['controller_failover_s']} s")
+            point.update(_node_failover(fleet, admin, all_topics))
+            _log(f"{total} partitions: storage node {point}")
+        except Exception as e:  # noqa: BLE001 - keep what was measured, say what broke
+            point["error"] = f"{type(e).__name__}: {e}"[:2000]
+            _log(f"{total} partitions: {point['error']}")
+            break
     return out
 
 
@@ -329,7 +347,8 @@ def measure_clients(fleet, cfg, topic: str) -> dict[str, Any]:
 
 # --- main ----------------------------------------------------------------------------------------
 
-def run(args) -> dict[str, Any]:
+def run(args, out: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Measure into `out` (filled section by section, so a failure keeps what was measured)."""
     from deploy.fleet import Fleet, free_base_port
     from riverbed import Admin
     from services.common import zk as zkmod
@@ -340,11 +359,12 @@ def run(args) -> dict[str, Any]:
     root = args.data_dir or tempfile.mkdtemp(prefix="scale-bench-")
     work = os.path.join(root, "work")
     os.makedirs(work, exist_ok=True)
-    out: dict[str, Any] = {"conditions": {
+    out = {} if out is None else out
+    out["conditions"] = {
         "fleet": f"ZooKeeper, 2 controllers, 3 storage nodes, {gateways_n} gateways on 127.0.0.1",
         "cpus": len(os.sched_getaffinity(0)), "quick": args.quick, "record_bytes": RECORD_BYTES,
         "records_per_point": cfg["records"], "producer": "riverbed-perf produce --bulk --acks all "
-        "(SDK defaults otherwise)", "open_files_limit": _nofile(), "data_dir": root}}
+        "(SDK defaults otherwise)", "open_files_limit": _nofile(), "data_dir": root}
     overrides = {"controller": {"auto.leader.rebalance.enable": "false"}}
     with Fleet(root + "/fleet", free_base_port(), storage_nodes=3, controllers=2,
                gateways=gateways_n, counts={"group_coordinator": 0, "offset_manager": 0},
@@ -422,17 +442,24 @@ def print_report(out: dict[str, Any]) -> None:
         st = md["small_topics"]
         print(f"\n4. metadata: {st['topics']} topics of 1 partition created one request each: "
               f"{st['topics_per_s']} topics/s")
+        print("(restart s: a storage node's start until it serves, with its share of the "
+              "partitions; node kill s: SIGKILL -> no partition names it leader)")
         print("(ctrl elected: SIGKILL of the active controller -> /controller names the standby; "
               "ctrl failover: -> the standby answers CREATE_TOPICS through the gateway)")
         print(f"{'partitions':>10} {'RF':>3} {'created/s':>9} {'ctrl elected s':>14} "
               f"{'ctrl failover s':>15} "
-              f"{'node kill s':>11} {'(led)':>6} {'ctrl shutdown s':>15} {'(led)':>6}")
+              f"{'node kill s':>11} {'(led)':>6} {'ctrl shutdown s':>15} {'(led)':>6} "
+              f"{'restart s':>9}")
         for p in md["points"]:
+            g = lambda k: p.get(k, "-")      # noqa: E731 - a point cut short has no figure
             print(f"{p['partitions_in_cluster']:>10} {p['replication_factor']:>3} "
-                  f"{p['partitions_per_s'] or '-':>9} {p['controller_elected_s']:>14} "
-                  f"{p['controller_failover_s']:>15} "
-                  f"{p['kill_failover_s']:>11} {p['led_at_kill']:>6} "
-                  f"{p['controlled_shutdown_s']:>15} {p['led_at_controlled_shutdown']:>6}")
+                  f"{p['partitions_per_s'] or '-':>9} {g('controller_elected_s'):>14} "
+                  f"{g('controller_failover_s'):>15} "
+                  f"{g('kill_failover_s'):>11} {g('led_at_kill'):>6} "
+                  f"{g('controlled_shutdown_s'):>15} {g('led_at_controlled_shutdown'):>6} "
+                  f"{g('restart_ready_s'):>9}")
+            if "error" in p:
+                print(f"    cut short: {p['error'][:300]}")
     print("\n5. memory")
     if "memory_after_partitions" in out and "partitions" in out:
         replicas = sum(r["partitions"] for r in out["partitions"])   # per node: RF 3 on 3 nodes
@@ -484,7 +511,8 @@ def write_plot(path: str, out: dict[str, Any]) -> None:
     for k, lab in (("controller_failover_s", "controller failover"),
                    ("kill_failover_s", "storage node SIGKILL failover"),
                    ("controlled_shutdown_s", "controlled shutdown")):
-        ax.plot(xs, [p[k] for p in pts], marker="o", label=lab)
+        ax.plot([x for x, p in zip(xs, pts) if k in p], [p[k] for p in pts if k in p],
+                 marker="o", label=lab)
     ax.set_xlabel("partitions in the cluster")
     ax.set_ylabel("seconds")
     ax.set_ylim(bottom=0)
@@ -520,7 +548,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def main_with(args) -> int:
-    out = run(args)
+    out: dict[str, Any] = {}
+    rc = 0
+    try:
+        run(args, out)
+    except Exception as e:  # noqa: BLE001 - report what was measured, then fail
+        out["error"] = f"{type(e).__name__}: {e}"[:4000]
+        _log(f"cut short: {out['error']}")
+        rc = 1
+    if "conditions" not in out:
+        return 1
     print_report(out)
     if args.json:
         with open(args.json, "w") as f:
@@ -528,7 +565,7 @@ def main_with(args) -> int:
             f.write("\n")
     if args.plot:
         write_plot(args.plot, out)
-    return 0
+    return rc
 
 
 if __name__ == "__main__":
