@@ -281,7 +281,8 @@ def _node_failover(fleet, admin, topics: list[str]) -> dict[str, float]:
             "controlled_shutdown_s": round(stop_s, 2)}
 
 
-def measure_metadata(fleet, admin, zk, cfg, existing: int, rf: int) -> dict[str, Any]:
+def measure_metadata(fleet, admin, zk, cfg, existing: int, rf: int,
+                     skip_node: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"points": []}
     # small topics: creation rate in topics/s
     small = [(f"scale-small-{i}", 1, rf) for i in range(cfg["small_topics"])]
@@ -317,8 +318,9 @@ def measure_metadata(fleet, admin, zk, cfg, existing: int, rf: int) -> dict[str,
         try:
             point.update(_controller_failover(fleet, zk, str(target)))
             _log(f"{total} partitions: controller failover {point['controller_failover_s']} s")
-            point.update(_node_failover(fleet, admin, all_topics))
-            _log(f"{total} partitions: storage node {point}")
+            if not skip_node:
+                point.update(_node_failover(fleet, admin, all_topics))
+                _log(f"{total} partitions: storage node {point}")
         except Exception as e:  # noqa: BLE001 - keep what was measured, say what broke
             point["error"] = f"{type(e).__name__}: {e}"[:2000]
             _log(f"{total} partitions: {point['error']}")
@@ -388,7 +390,8 @@ def run(args, out: dict[str, Any] | None = None) -> dict[str, Any]:
                 existing = (sum(cfg["partitions"]) + 20) if not args.skip_throughput else 0
                 if not args.skip_metadata:
                     rf = args.metadata_rf or _metadata_rf(max(cfg["metadata"]))
-                    out["metadata"] = measure_metadata(fleet, admin, zk, cfg, existing, rf)
+                    out["metadata"] = measure_metadata(fleet, admin, zk, cfg, existing, rf,
+                                                       args.skip_node_failover)
         finally:
             zkmod.close(zk)
     return out
@@ -540,6 +543,9 @@ def parse_args(argv):
                          "else 1")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-metadata", action="store_true")
+    ap.add_argument("--skip-node-failover", action="store_true",
+                    help="metadata points: controller failover only (no storage-node kill, "
+                         "controlled shutdown and restarts, the slow part at 10,000 partitions)")
     ap.add_argument("--data-dir", help="fleet directory (default: a temporary one)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("--plot", metavar="FILE.png", help="also draw the curves (matplotlib)")
