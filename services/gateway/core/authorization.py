@@ -205,11 +205,9 @@ def init_producer_id_denied(body: producer_id_pb2.InitProducerIdRequest, may: Ma
 
 def group_denied(api: int, body, may: May) -> str | None:
     """The message when the group itself is denied (the whole request), else None."""
-    if api == ApiKey.FIND_COORDINATOR:
-        if body.key_type == group_pb2.OFFSETS or body.key_type in (
-                group_pb2.COORDINATOR_TYPE_UNSPECIFIED, group_pb2.GROUP):
-            if body.key and not may(O.DESCRIBE, GROUP, body.key):
-                return denied_message("group", body.key, O.DESCRIBE)
+    if api == ApiKey.FIND_COORDINATOR:      # GROUP and OFFSETS keys are both group ids
+        if body.key and not may(O.DESCRIBE, GROUP, body.key):
+            return denied_message("group", body.key, O.DESCRIBE)
         return None
     op = GROUP_OPS[api]
     if body.group_id and not may(op, GROUP, body.group_id):
