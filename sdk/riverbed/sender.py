@@ -228,6 +228,14 @@ class Sender:
                         "records", e)
             idem.disable()
             self.acc.guarantee_order = True
+        except errors.ClusterAuthorizationFailedError as e:
+            # The ACLs refuse this principal a producer id (Kafka: fatal for what is pending).
+            # Fail the waiting batches now rather than at delivery_timeout_ms; ask again after
+            # the backoff (an operator may grant Write meanwhile).
+            log.warning("INIT_PRODUCER_ID refused: %s", e)
+            for b in self.acc.abort_all():
+                self._fail(b, e)
+            self._pid_next_ms = now + self.retry_backoff_ms
         except errors.RiverbedError as e:
             # retriable (no controller, timeout, ...) or not: try again after the backoff;
             # batches waiting meanwhile expire with delivery_timeout_ms

@@ -338,3 +338,57 @@ def test_quota_throttles_one_producer_not_another(bootstrap, admin, acls, config
     assert fast["metrics"]["produce_throttle_time_max"] == 0      # every answer said 0
     assert fast["metrics"]["produce_throttled_responses"] == 0
     assert fast["bytes"] / fast["s"] > rate                       # a ratio in the same run
+
+
+def test_client_id_fetch_quota_throttles_and_loses_nothing(bootstrap, admin, acls, configs,
+                                                           as_principal):
+    topic = unique("fquota")
+    create(admin, topic)
+    n, value = 60, b"y" * 5_000                      # 300 kB
+    produce_settings = as_principal(ADMIN)
+    with Producer(bootstrap, acks=1, **produce_settings) as p:
+        for _ in range(n):
+            p.send(topic, value)
+        p.flush(timeout=30)
+    reader = as_principal("reader")
+    acls("--add", "--allow-principal", "User:reader", "--operation", "Read", "--topic", topic)
+    # A client-id quota (the client id here is the one the reader fixture gives).
+    configs("--entity-type", "clients", "--entity-name", reader["client_id"], "--alter",
+            "--add-config", "consumer_byte_rate=50000")
+
+    def reads_all():
+        with Consumer(bootstrap=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                      max_partition_fetch_bytes=20_000, **reader) as c:
+            c.assign([TopicPartition(topic, 0)])
+            got = []
+            deadline = time.monotonic() + 60
+            while len(got) < n and time.monotonic() < deadline:
+                for recs in c.poll(timeout_ms=500).values():
+                    got += recs
+            assert [r.value for r in got] == [value] * n           # throttled, nothing dropped
+            return c.metrics()
+    m = eventually(reads_all, timeout_s=120)
+    assert m["fetch_throttle_time_max"] > 0
+
+
+def test_idempotent_producer_id_needs_write_on_some_topic(bootstrap, admin, acls, as_principal):
+    topic = unique("idem")
+    create(admin, topic)
+    acls("--add", "--allow-principal", "User:hank", "--operation", "Describe", "--topic", topic)
+    hank = as_principal("hank")
+
+    def refused():
+        with Producer(bootstrap, acks=-1, enable_idempotence=True, **hank) as p:
+            try:
+                p.send(topic, b"x").get(timeout=30)
+            except errors.ClusterAuthorizationFailedError:
+                return
+        raise AssertionError("INIT_PRODUCER_ID was not refused")
+    eventually(refused)
+    acls("--add", "--allow-principal", "User:hank", "--operation", "Write", "--topic", topic)
+
+    def works():
+        with Producer(bootstrap, acks=-1, enable_idempotence=True, **hank) as p:
+            assert p.send(topic, b"x").get(timeout=30).offset >= 0
+            assert p.metrics()["producer_id"] >= 0
+    eventually(works)
