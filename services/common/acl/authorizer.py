@@ -29,6 +29,8 @@ WILDCARD = "*"                       # a LITERAL name or host that matches every
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"       # Kafka's one cluster resource name
 ANONYMOUS = "User:ANONYMOUS"
+# Decisions memoized per snapshot (a gateway asks the same few questions on every request).
+MEMO_MAX = 100_000
 
 
 class AclError(ValueError):
@@ -196,7 +198,8 @@ class Authorizer:
     """Decisions over one immutable snapshot of the ACLs. Build a new one when ACLs change (the
     shell swaps the reference; readers never see a half-applied change)."""
 
-    __slots__ = ("_acls", "super_users", "allow_everyone_if_no_acl_found", "_by_type")
+    __slots__ = ("_acls", "super_users", "allow_everyone_if_no_acl_found", "_by_type",
+                 "_literal", "_prefixed", "_memo")
 
     def __init__(self, acls: Mapping[ResourcePattern, Iterable[AclEntry]] = (), *,
                  super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False):
@@ -206,8 +209,17 @@ class Authorizer:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = bool(allow_everyone_if_no_acl_found)
         self._by_type: dict[ResourceType, list[tuple[ResourcePattern, frozenset[AclEntry]]]] = {}
+        # Decisions of this (immutable) snapshot, memoized; cleared when it reaches MEMO_MAX.
+        self._memo: dict[tuple, bool] = {}
+        # Indexes for decisions: literal names (and '*') by dict lookup, prefixes by scan.
+        self._literal: dict[tuple[ResourceType, str], frozenset[AclEntry]] = {}
+        self._prefixed: dict[ResourceType, list[tuple[str, frozenset[AclEntry]]]] = {}
         for p, es in sorted(self._acls.items(), key=lambda kv: kv[0].sort_key()):
             self._by_type.setdefault(p.resource_type, []).append((p, es))
+            if p.pattern_type is PatternType.LITERAL:
+                self._literal[(p.resource_type, p.name)] = es
+            else:
+                self._prefixed.setdefault(p.resource_type, []).append((p.name, es))
 
     @property
     def acls(self) -> Mapping[ResourcePattern, frozenset[AclEntry]]:
@@ -219,8 +231,13 @@ class Authorizer:
 
     def matching_acls(self, resource_type: ResourceType, name: str) -> list[AclEntry]:
         out: list[AclEntry] = []
-        for p, es in self._by_type.get(resource_type, ()):
-            if p.matches(resource_type, name):
+        literal = self._literal
+        if literal:
+            out.extend(literal.get((resource_type, name), ()))
+            if name != WILDCARD:
+                out.extend(literal.get((resource_type, WILDCARD), ()))
+        for prefix, es in self._prefixed.get(resource_type, ()):
+            if name.startswith(prefix):
                 out.extend(es)
         return out
 
@@ -247,7 +264,14 @@ class Authorizer:
 
     def authorize(self, principal: str, host: str, operation: Operation,
                   resource_type: ResourceType, name: str) -> bool:
-        return self.decide(principal, host, operation, resource_type, name).allowed
+        key = (principal, host, operation, resource_type, name)
+        ok = self._memo.get(key)
+        if ok is None:
+            ok = self.decide(principal, host, operation, resource_type, name).allowed
+            if len(self._memo) >= MEMO_MAX:
+                self._memo.clear()
+            self._memo[key] = ok
+        return ok
 
     def authorize_any(self, principal: str, host: str, operation: Operation,
                       resource_type: ResourceType) -> bool:

@@ -192,3 +192,11 @@ def test_property_super_users_and_decision_is_deterministic(bindings, who, host,
     assert a.authorize(who, host, op, T, name) == auth(*reversed(bindings)).authorize(
         who, host, op, T, name)
     assert auth(*bindings, super_users={who}).authorize(who, host, op, T, name)
+
+
+@settings(max_examples=300, deadline=None)
+@given(acl_sets, st.one_of(names, st.just("*")))
+def test_property_the_index_finds_exactly_the_matching_patterns(bindings, name):
+    a = auth(*bindings)
+    expected = sorted({e for p, e in bindings if p.matches(T, name)}, key=AclEntry.sort_key)
+    assert sorted(set(a.matching_acls(T, name)), key=AclEntry.sort_key) == expected
