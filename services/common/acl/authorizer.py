@@ -201,9 +201,9 @@ class Authorizer:
     __slots__ = ("_acls", "super_users", "allow_everyone_if_no_acl_found", "_by_type",
                  "_literal", "_prefixed", "_memo")
 
-    def __init__(self, acls: Mapping[ResourcePattern, Iterable[AclEntry]] = (), *,
+    def __init__(self, acls: Mapping[ResourcePattern, Iterable[AclEntry]] | None = None, *,
                  super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False):
-        items = acls.items() if isinstance(acls, Mapping) else acls
+        items = (acls or {}).items()
         self._acls: dict[ResourcePattern, frozenset[AclEntry]] = {
             p: frozenset(es) for p, es in items if es}
         self.super_users = frozenset(super_users)

@@ -73,14 +73,14 @@ class Rate:
 
     def __init__(self, window: QuotaWindow, now_ms: int):
         self._window = window
-        self._starts = [now_ms] + [None] * (window.samples - 1)
+        self._starts: list[int | None] = [now_ms] + [None] * (window.samples - 1)
         self._values = [0.0] * window.samples
         self._current = 0
 
     def record(self, value: float, now_ms: int) -> None:
         w = self._window
         start = self._starts[self._current]
-        if now_ms >= start + w.window_ms:
+        if start is None or now_ms >= start + w.window_ms:
             self._current = (self._current + 1) % w.samples
             self._starts[self._current] = now_ms
             self._values[self._current] = 0.0

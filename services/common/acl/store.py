@@ -112,11 +112,11 @@ def read_acls(zk) -> AclSnapshot:
     return out
 
 
-def alter_config(zk, entity_type: str, name: str, *, set_: Mapping[str, str] = (),
+def alter_config(zk, entity_type: str, name: str, *, set_: Mapping[str, str] | None = None,
                  delete: Iterable[str] = ()) -> dict[str, str]:
     """Set and delete keys of an entity's config (version-checked), notify; the new config."""
     path = layout.config_path(entity_type, name)
-    set_ = dict(set_)
+    set_ = dict(set_ or {})
     delete = list(delete)
     while True:
         try:

@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from riverbed._proto.v1 import (
-    admin_ops_pb2,
     controller_pb2,
     errors_pb2,
     group_pb2,
@@ -269,7 +268,8 @@ _OFFSET_RESPONSES = {ApiKey.OFFSET_COMMIT: offset_pb2.OffsetCommitResponse,
 
 
 def split_described(groups: Iterable[str], may: May) -> tuple[list[str], list[str]]:
-    allowed, denied = [], []
+    allowed: list[str] = []
+    denied: list[str] = []
     for g in groups:
         (allowed if may(O.DESCRIBE, GROUP, g) else denied).append(g)
     return allowed, denied
@@ -285,5 +285,4 @@ def filter_listed(resp: group_pb2.ListGroupsResponse, may: May) -> group_pb2.Lis
 
 __all__ = ["denied_routed_topics", "metadata_request", "filter_metadata", "cluster_denied",
            "split_admin", "admin_response", "init_producer_id_denied", "group_denied",
-           "split_offsets", "offsets_response", "split_described", "filter_listed",
-           "admin_ops_pb2"]
+           "split_offsets", "offsets_response", "split_described", "filter_listed"]
