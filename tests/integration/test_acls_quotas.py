@@ -278,6 +278,9 @@ def test_acls_tool_lists_and_removes(fleet, acls, capsys):
     acls("--list", "--topic", topic)
     out = capsys.readouterr().out
     assert "operation=Read" not in out and "operation=Describe" in out
+    capsys.readouterr()
+    acls("--list", "--principal", "User:nobody")
+    assert "User:gina" not in capsys.readouterr().out
     assert riverbed_main(["acls", "--zookeeper", fleet.zk_connect, "--add", "--allow-principal",
                           "User:gina", "--operation", "Fly", "--topic", topic]) == 2
 

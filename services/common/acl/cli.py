@@ -88,6 +88,8 @@ def add_acl_commands(subparsers) -> None:
                    help="convenience: Write, Describe and Create on the topics")
     p.add_argument("--consumer", action="store_true",
                    help="convenience: Read and Describe on the topics, Read on the groups")
+    p.add_argument("--principal", action="append", default=[],
+                   help="--list: only the ACLs of this principal (repeatable)")
     p.add_argument("--force", action="store_true", help="remove without principal filters")
     p.add_argument("--timeout-ms", type=int, default=15000, help="ZooKeeper connect timeout")
     p.set_defaults(func=run_acls)
@@ -171,7 +173,10 @@ def run_acls(args: argparse.Namespace) -> int:
             for pattern in sorted(acls, key=ResourcePattern.sort_key):
                 if wanted is not None and not _listed(pattern, wanted, pt):
                     continue
-                _print_resource(pattern, acls[pattern])
+                entries = [e for e in acls[pattern]
+                           if not args.principal or e.principal in args.principal]
+                if entries:
+                    _print_resource(pattern, entries)
             return EXIT_OK
         bindings = _bindings(args)
         if args.add and not any(bindings.values()):
