@@ -395,3 +395,22 @@ def test_idempotent_producer_id_needs_write_on_some_topic(bootstrap, admin, acls
             assert p.send(topic, b"x").get(timeout=30).offset >= 0
             assert p.metrics()["producer_id"] >= 0
     eventually(works)
+
+
+def test_request_percentage_quota_throttles(bootstrap, admin, acls, configs, as_principal):
+    topic = unique("rquota")
+    create(admin, topic)
+    acls("--add", "--allow-principal", "User:busy", "--producer", "--topic", topic)
+    # 0.01 % of one thread: a few requests exceed it, whatever the machine's speed.
+    configs("--entity-type", "users", "--entity-name", "busy", "--alter", "--add-config",
+            "request_percentage=0.01")
+
+    def throttled():
+        with Producer(bootstrap, acks=1, **as_principal("busy")) as p:
+            for i in range(20):
+                p.send(topic, b"r%d" % i).get(timeout=30)       # one request each
+                m = p.metrics()
+                if m["produce_throttled_responses"]:
+                    break
+        assert m["produce_throttled_responses"] > 0, m
+    eventually(throttled, timeout_s=60)
