@@ -121,6 +121,10 @@ class Consumer:
         self._records_consumed = 0
         self._bytes_fetched = 0
         self._fetch_requests = 0
+        self._fetch_responses = 0
+        self._throttle_until_ms = 0.0       # quota: no FETCH before this (throttle_time_ms)
+        self._fetch_throttle_total = 0
+        self._fetch_throttle_max = 0
         self.group_id = group_id
         self._group: GroupMembership | None = None
         if group_id is not None:
@@ -327,6 +331,8 @@ class Consumer:
         in_flight = set()
         for parts in self._fetch_in_flight.values():
             in_flight.update(parts)
+        if now < self._throttle_until_ms:
+            return []     # the gateway asked us to wait (quota throttle_time_ms)
         return [tp for tp, st in self._subs.assignment.items()
                 if st.fetch_offset is not None and not st.paused and tp not in in_flight
                 and len(st.buffered) < _MAX_BUFFERED_FETCHES and st.backoff_until_ms <= now]
@@ -374,6 +380,12 @@ class Consumer:
                 if st is not None:
                     st.backoff_until_ms = now + self.retry_backoff_ms
             return
+        self._fetch_responses += 1
+        throttle = resp.body.throttle_time_ms
+        if throttle > 0:
+            self._throttle_until_ms = max(self._throttle_until_ms, now + throttle)
+            self._fetch_throttle_total += throttle
+            self._fetch_throttle_max = max(self._fetch_throttle_max, throttle)
         payloads = resp.payloads
         i = 0
         refresh = False
@@ -504,6 +516,8 @@ class Consumer:
                 # nothing to wait for but backoffs
                 backoffs = [st.backoff_until_ms for st in self._subs.assignment.values()
                             if st.backoff_until_ms > now]
+                if self._throttle_until_ms > now:
+                    backoffs.append(self._throttle_until_ms)
                 wait = min(wait, max(min(backoffs) - now, 0)) if backoffs else wait
                 if not self._subs.assignment or not backoffs:
                     if wait > 0:
@@ -545,6 +559,10 @@ class Consumer:
                 "bytes_fetched": self._bytes_fetched,
                 "fetch_requests": self._fetch_requests,
                 "fetches_in_flight": len(self._fetch_in_flight),
+                # quotas: throttle_time_ms of the gateway's FETCH answers (Kafka's
+                # fetch-throttle-time-max / -avg, over the consumer's life)
+                "fetch_throttle_time_max": self._fetch_throttle_max,
+                "fetch_throttle_time_avg": self._fetch_throttle_total / max(self._fetch_responses, 1),
                 "assigned_partitions": len(self._subs.assignment),
                 "records_lag": lag,
                 "records_lag_max": max(lag.values(), default=0),

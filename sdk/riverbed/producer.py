@@ -490,6 +490,12 @@ class Producer:
                 "in_flight": len(self._sender.in_flight),
                 "buffer_memory_used": self._accumulator.memory_used,
                 "batches_expired": self._sender.batches_expired,
+                # quotas: throttle_time_ms of the gateway's PRODUCE answers (Kafka's
+                # produce-throttle-time-max / -avg, over the producer's life)
+                "produce_throttle_time_max": self._sender.throttle_time_ms_max,
+                "produce_throttle_time_avg": (self._sender.throttle_time_ms_total
+                                              / max(self._sender.produce_responses, 1)),
+                "produce_throttled_responses": self._sender.throttled_responses,
                 "idempotent": self.idempotent,
                 "producer_id": idem.producer_id if idem is not None else -1,
                 "producer_epoch": idem.producer_epoch if idem is not None else -1,

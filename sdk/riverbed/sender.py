@@ -132,6 +132,13 @@ class Sender:
         self._poller_channel = None
         self.requests_sent = 0
         self.batches_expired = 0
+        # Quotas (KIP-219): a response's throttle_time_ms holds further PRODUCE requests to the
+        # gateway until it has passed (the gateway would hold them anyway).
+        self.throttle_until_ms = 0.0
+        self.throttle_time_ms_max = 0
+        self.throttle_time_ms_total = 0
+        self.throttled_responses = 0
+        self.produce_responses = 0
 
     # -- called from other threads ----------------------------------------------------------
     def wakeup(self) -> None:
@@ -187,11 +194,14 @@ class Sender:
             self._topics |= check.unknown_leader_topics
             self._metadata_wanted = True
         self._expire(now)
-        if check.ready and len(self.in_flight) < self.max_in_flight:
+        throttled = now < self.throttle_until_ms
+        if check.ready and len(self.in_flight) < self.max_in_flight and not throttled:
             batches = self.acc.drain(check.ready, self.max_request_size, now)
             if batches:
                 self._send_produce(batches, now)
         delay = check.next_ready_check_delay_ms
+        if throttled:
+            delay = max(delay, self.throttle_until_ms - now)
         if idem is not None and idem.needs_producer_id:
             delay = min(delay, max(self._pid_next_ms - now, 0))
         return delay
@@ -218,6 +228,14 @@ class Sender:
                         "records", e)
             idem.disable()
             self.acc.guarantee_order = True
+        except errors.ClusterAuthorizationFailedError as e:
+            # The ACLs refuse this principal a producer id (Kafka: fatal for what is pending).
+            # Fail the waiting batches now rather than at delivery_timeout_ms; ask again after
+            # the backoff (an operator may grant Write meanwhile).
+            log.warning("INIT_PRODUCER_ID refused: %s", e)
+            for b in self.acc.abort_all():
+                self._fail(b, e)
+            self._pid_next_ms = now + self.retry_backoff_ms
         except errors.RiverbedError as e:
             # retriable (no controller, timeout, ...) or not: try again after the backoff;
             # batches waiting meanwhile expire with delivery_timeout_ms
@@ -401,6 +419,7 @@ class Sender:
                 self._retry_or_fail(b, errors.for_code(code, msg, topic=b.tp.topic,
                                                        partition=b.tp.partition), now)
             return
+        self._note_throttle(resp.body.throttle_time_ms, now)
         answers: dict[tuple[str, int], Any] = {}
         for t in resp.body.topics:
             for p in t.partitions:
@@ -450,6 +469,14 @@ class Sender:
             for b, base, append_time in acked:
                 if not b.result.is_done:
                     b.result.complete(base, append_time)
+
+    def _note_throttle(self, throttle_ms: int, now: float) -> None:
+        self.produce_responses += 1
+        if throttle_ms > 0:
+            self.throttled_responses += 1
+            self.throttle_time_ms_total += throttle_ms
+            self.throttle_time_ms_max = max(self.throttle_time_ms_max, throttle_ms)
+            self.throttle_until_ms = max(self.throttle_until_ms, now + throttle_ms)
 
     def _fail_in_flight_retriable(self, code: int, msg: str) -> None:
         entries, self.in_flight = list(self.in_flight.values()), {}
