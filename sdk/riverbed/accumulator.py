@@ -43,7 +43,8 @@ class ProducerBatch:
 
     __slots__ = ("tp", "builder", "result", "created_ms", "attempts", "last_attempt_ms",
                  "payload", "record_count", "reserved", "full", "producer_epoch",
-                 "base_sequence", "stamped", "on_wire", "order", "__weakref__")
+                 "base_sequence", "stamped", "on_wire", "order", "uncompressed_size",
+                 "__weakref__")
 
     def __init__(self, tp: TopicPartition, builder: BatchBuilder, now_ms: float, reserved: int):
         self.tp = tp
@@ -61,6 +62,7 @@ class ProducerBatch:
         self.stamped: tuple | None = None  # (producer_id, epoch, sequence) in the payload
         self.on_wire = False               # part of a request not answered yet
         self.order = 0                     # creation order in the accumulator (re-enqueue)
+        self.uncompressed_size = 0         # bytes before compression (set when built; metrics)
 
     def try_append(self, timestamp_ms: int, key, value, headers) -> FutureRecordMetadata | None:
         b = self.builder
@@ -75,6 +77,7 @@ class ProducerBatch:
         """Build the batch bytes (once; a retry sends the same bytes)."""
         if self.payload is None:
             assert self.builder is not None
+            self.uncompressed_size = self.builder.estimated_size
             self.payload = self.builder.build()
             self.builder = None
             self.full = True

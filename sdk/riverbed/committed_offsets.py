@@ -16,8 +16,9 @@ import enum
 import logging
 from typing import Any, Callable, Iterable, Mapping
 
-from riverbed import errors
+from riverbed import errors, tracing
 from riverbed._proto.v1 import header_pb2, offset_pb2
+from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import GatewayConnection
 from riverbed.consumer_groups import commit_response_error, normalize_offsets, \
     offsets_to_commit_request
@@ -73,6 +74,8 @@ class CommittedOffsets:
     _no_committed: set[TopicPartition]
     _pending_commits: dict[int, tuple[dict[TopicPartition, OffsetAndMetadata],
                                       concurrent.futures.Future[Any], Callable[..., Any] | None]]
+    _commit_sent: dict[int, tuple[float, Any]]      # corr -> (sent ms, span or None)
+    metrics: ConsumerMetrics
 
     @property
     def subscribed(self) -> bool:
@@ -121,16 +124,45 @@ class CommittedOffsets:
             return
         deadline = self._clock() + (self.request_timeout_ms if timeout_ms is None else timeout_ms)
         self._drain_async_commits()
+        with tracing.current_span(*self._commit_span_args(offsets)) as span:
+            self._commit_sync(offsets, deadline, span)
+
+    def _commit_span_args(self, offsets: Mapping[TopicPartition, Any]) -> tuple:
+        """A CLIENT span `commit <topic>` (messaging operation type `settle`)."""
+        topics = {tp.topic for tp in offsets}
+        attrs: dict[str, Any] = {"messaging.system": tracing.SYSTEM,
+                                 "messaging.operation.type": "settle",
+                                 "messaging.operation.name": "commit",
+                                 "messaging.consumer.group.name": self.group_id,
+                                 "messaging.batch.message_count": len(offsets)}
+        name = "commit"
+        if len(topics) == 1:
+            (topic,) = topics
+            name = f"commit {topic}"
+            attrs["messaging.destination.name"] = topic
+            if len(offsets) == 1:
+                ((tp, om),) = offsets.items()
+                attrs["messaging.destination.partition.id"] = str(tp.partition)
+                attrs["messaging.kafka.offset"] = getattr(om, "offset", om)
+        return name, tracing.SpanKind.CLIENT, attrs
+
+    def _commit_sync(self, offsets: dict, deadline: float, span) -> None:
         while True:
             generation, member = self._commit_identity()
             req = offsets_to_commit_request(self.group_id, generation, member, offsets)
             try:
                 self.ensure_coordinator(deadline)
-                err = commit_response_error(self._call(ApiKey.OFFSET_COMMIT, req))
+                sent = self._clock()
+                resp = self._call(ApiKey.OFFSET_COMMIT, req)
+                answered = self._clock()
+                self.metrics.committed(answered - sent, answered)
+                err = commit_response_error(resp)
             except errors.KafkaError as e:
                 err = e
             if err is None:
                 return
+            if span is not None:
+                span.add_event("commit failed", {"error": getattr(err, "name", str(err))})
             if err.code in _GENERATION_GONE and self.subscribed:
                 raise self._generation_gone(err) from err
             if err.code in _COORDINATOR_LOST:
@@ -156,11 +188,27 @@ class CommittedOffsets:
             generation, member = self._commit_identity()
             conn = self.ensure_coordinator(self._clock() + self.request_timeout_ms)
             req = offsets_to_commit_request(self.group_id, generation, member, offsets)
-            corr = conn.channel.send(ApiKey.OFFSET_COMMIT, req, timeout_ms=self.request_timeout_ms)
+            t = tracing.tracer()
+            span = None
+            if t is None:
+                corr = conn.channel.send(ApiKey.OFFSET_COMMIT, req,
+                                         timeout_ms=self.request_timeout_ms)
+            else:
+                name, kind, attrs = self._commit_span_args(offsets)
+                span = t.start_span(name, kind=kind, attributes=attrs)
+                try:
+                    with tracing.use_span(span, end_on_exit=False):
+                        corr = conn.channel.send(ApiKey.OFFSET_COMMIT, req,
+                                                 timeout_ms=self.request_timeout_ms)
+                except BaseException as e:
+                    span.record_exception(e)
+                    span.end()
+                    raise
         except errors.RiverbedError as e:
             self._complete(fut, callback, offsets, e)
             return fut
         self._pending_commits[corr] = (offsets, fut, callback)
+        self._commit_sent[corr] = (self._clock(), span)
         return fut
 
     def _complete(self, fut, callback, offsets, exc) -> None:
@@ -189,10 +237,18 @@ class CommittedOffsets:
             if entry is None:
                 continue
             offsets, fut, callback = entry
+            now = self._clock()
+            sent, span = self._commit_sent.pop(resp.correlation_id, (now, None))
             if not resp.ok:
                 err: errors.RiverbedError | None = errors.for_code(resp.error_code, resp.error_message)
             else:
+                self.metrics.committed(now - sent, now)
                 err = commit_response_error(resp.body)
+            if span is not None:
+                if err is not None:
+                    span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                                   getattr(err, "name", str(err))))
+                span.end()
             if err is not None:
                 assert isinstance(err, errors.KafkaError)
                 if err.code in _GENERATION_GONE and self.subscribed:
@@ -203,6 +259,11 @@ class CommittedOffsets:
 
     def _fail_pending_commits(self, exc: BaseException) -> None:
         pending, self._pending_commits = self._pending_commits, {}
+        sent, self._commit_sent = self._commit_sent, {}
+        for _, span in sent.values():
+            if span is not None:
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR, str(exc)))
+                span.end()
         for offsets, fut, callback in pending.values():
             self._complete(fut, callback, offsets, exc)
 

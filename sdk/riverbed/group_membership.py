@@ -39,8 +39,9 @@ import logging
 import time
 from typing import Callable, Iterable, Mapping, Sequence
 
-from riverbed import errors
+from riverbed import errors, tracing
 from riverbed._proto.v1 import group_pb2, header_pb2, offset_pb2
+from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import GatewayConnection
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.errors import CommitFailedError, NoOffsetForPartitionError
@@ -135,7 +136,10 @@ class GroupMembership(CommittedOffsets):
         self._no_committed: set[TopicPartition] = set()     # OFFSET_FETCH said none: reset policy
         # corr -> (offsets, future, callback)
         self._pending_commits: dict[int, tuple[dict, concurrent.futures.Future, Callable | None]] = {}
+        self._commit_sent: dict = {}        # corr -> (sent ms, span or None), async commits
         self.rebalances = 0
+        # the Consumer's metrics (it sets its own): join/sync/rebalance/commit/heartbeat times
+        self.metrics = ConsumerMetrics()
 
     # -- subscription ----------------------------------------------------------------------
     @property
@@ -320,11 +324,16 @@ class GroupMembership(CommittedOffsets):
             self._last_owned = self.assigned
         self._prepare_rejoin()
         self._drain_async_commits()
+        started = self._clock()
         while True:
             try:
                 if self._join_and_sync(deadline_ms):
+                    now = self._clock()
+                    self.metrics.rebalanced(now - started, now)
                     return True
+                self.metrics.failed_rebalances += 1
             except errors.KafkaError as e:
+                self.metrics.failed_rebalances += 1
                 if not (e.retriable or e.code in _COORDINATOR_LOST):
                     raise
                 if e.code in _COORDINATOR_LOST:
@@ -338,7 +347,8 @@ class GroupMembership(CommittedOffsets):
         """One JoinGroup + SyncGroup. True when STABLE; False to retry (after backoff)."""
         self.ensure_coordinator(deadline_ms)
         join_timeout = self.max_poll_interval_ms + 5000
-        resp = self._call(ApiKey.JOIN_GROUP, self._join_request(), timeout_ms=join_timeout)
+        resp = self._group_call(ApiKey.JOIN_GROUP, "JoinGroup", self._join_request(),
+                                timeout_ms=join_timeout)
         code = resp.error_code
         if code == _UNKNOWN_MEMBER:
             log.info("[group=%s] member id %r unknown: joining afresh", self.group_id, self.member_id)
@@ -354,7 +364,7 @@ class GroupMembership(CommittedOffsets):
         self.generation_id = resp.generation_id
         self.protocol = resp.protocol_name
         self.leader = resp.leader
-        sresp = self._call(ApiKey.SYNC_GROUP, group_pb2.SyncGroupRequest(
+        sresp = self._group_call(ApiKey.SYNC_GROUP, "SyncGroup", group_pb2.SyncGroupRequest(
             group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id))
         code = sresp.error_code
         if code == _UNKNOWN_MEMBER:
@@ -368,6 +378,28 @@ class GroupMembership(CommittedOffsets):
                              for p in tp.partitions)
         self._complete_join(assigned)
         return True
+
+    def _group_call(self, api: int, name: str, body, timeout_ms: int | None = None):
+        """JOIN_GROUP / SYNC_GROUP: timed for the metrics (join-time, sync-time) and a CLIENT
+        span `<name> <group>` while tracing (the coordinator's server span is its child)."""
+        attrs = {"messaging.system": tracing.SYSTEM, "messaging.operation.name": name,
+                 "messaging.consumer.group.name": self.group_id}
+        with tracing.current_span(f"{name} {self.group_id}", tracing.SpanKind.CLIENT,
+                                  attrs) as span:
+            started = self._clock()
+            resp = self._call(api, body, timeout_ms)
+            now = self._clock()
+            if api == ApiKey.JOIN_GROUP:
+                self.metrics.joined(now - started, now)
+            else:
+                self.metrics.synced(now - started, now)
+            if span is not None:
+                span.set_attribute("riverbed.generation_id", int(
+                    resp.generation_id if api == ApiKey.JOIN_GROUP else self.generation_id))
+                if resp.error_code:
+                    span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                                   E.Name(resp.error_code)))
+            return resp
 
     def _complete_join(self, assigned: frozenset[TopicPartition]) -> None:
         subs = self._subs
@@ -398,9 +430,12 @@ class GroupMembership(CommittedOffsets):
             return 0
         try:
             self.ensure_coordinator(now + self.heartbeat_interval_ms)
+            sent = self._clock()
             resp = self._call(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest(
                 group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id),
                 timeout_ms=min(self.request_timeout_ms, self.session_timeout_ms // 2))
+            answered = self._clock()
+            self.metrics.heartbeat(answered - sent, answered)
             code = resp.error_code
         except errors.KafkaError as e:
             code = e.code
