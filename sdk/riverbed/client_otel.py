@@ -40,10 +40,14 @@ _TABLES = {"producer": PRODUCER_METRICS, "consumer": CONSUMER_METRICS}
 _SNAPSHOT_REUSE_S = 0.5
 
 
+def _provider():
+    return _otel_metrics.get_meter_provider()
+
+
 def meter_configured() -> bool:
     if _otel_metrics is None:
         return False
-    return not isinstance(_otel_metrics.get_meter_provider(), (_Proxy, _NoOp))
+    return not isinstance(_provider(), (_Proxy, _NoOp))
 
 
 class _Clients:
@@ -123,7 +127,7 @@ def register(kind: str, client) -> None:
     application's MeterProvider, if it configured one."""
     if not meter_configured():
         return
-    provider = _otel_metrics.get_meter_provider()
+    provider = _provider()
     key = (id(provider), kind)
     reg = _registries.get(key)
     if reg is None:
