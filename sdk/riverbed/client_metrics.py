@@ -22,6 +22,7 @@ windows, `*-avg` / `*-max` over the windows. Times are in milliseconds, sizes in
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["METRICS_NUM_SAMPLES", "METRICS_SAMPLE_WINDOW_MS", "SampledStat", "ProducerMetrics",
@@ -132,16 +133,21 @@ class ProducerMetrics(_Metrics):
         self.record_retries = self._stat()   # per retried batch: its records
         self.errors_by_code: dict[str, int] = {}
 
-    def request_sent(self, records: int, nbytes: int, now_ms: float) -> None:
+    def request_sent(self, batches: Iterable, now_ms: float) -> None:
+        """One PRODUCE request of these batches (objects with `payload` bytes,
+        `uncompressed_size`, `record_count` and `created_ms`, like accumulator.ProducerBatch)."""
+        nbytes = records = 0
+        size, compression, queue = self.batch_size, self.compression, self.queue_time
+        for b in batches:
+            n = len(b.payload)
+            nbytes += n
+            records += b.record_count
+            size.record(n, now_ms)
+            if b.uncompressed_size > 0:
+                compression.record(n / b.uncompressed_size, now_ms)
+            queue.record(now_ms - b.created_ms, now_ms)
         self.records_sent.record(records, now_ms)
         self.request_bytes.record(nbytes, now_ms)
-
-    def batch_drained(self, nbytes: int, uncompressed_bytes: int, queue_time_ms: float,
-                      now_ms: float) -> None:
-        self.batch_size.record(nbytes, now_ms)
-        if uncompressed_bytes > 0:
-            self.compression.record(nbytes / uncompressed_bytes, now_ms)
-        self.queue_time.record(queue_time_ms, now_ms)
 
     def response(self, latency_ms: float, now_ms: float) -> None:
         self.request_latency.record(latency_ms, now_ms)

@@ -317,14 +317,7 @@ class Sender:
                                                            partition=b.tp.partition), now)
             return
         self.requests_sent += 1
-        m = self.metrics
-        nbytes = records = 0
-        for b in ordered:
-            size = len(b.payload)
-            nbytes += size
-            records += b.record_count
-            m.batch_drained(size, b.uncompressed_size, now - b.created_ms, now)
-        m.request_sent(records, nbytes, now)
+        self.metrics.request_sent(ordered, now)
         if not expect:
             if span is not None:
                 span.end()

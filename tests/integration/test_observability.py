@@ -148,6 +148,8 @@ def test_every_process_exports_the_monitoring_set_with_plausible_values(fleet, l
         assert total(s, "riverbed_process_memory_rss_bytes") > 10e6, name
         assert total(s, "riverbed_process_cpu_time_seconds_total") > 0, name
         assert total(s, "riverbed_process_open_file_descriptors") > 0, name
+        assert total(s, "riverbed_process_gc_pauses_total") > 0, name
+        assert ("riverbed_process_gc_pause_time_seconds_total", (("generation", "0"),)) in s, name
     nodes = [s for n, s in scrapes.items() if eps[n][0] == "storage_node"]
     # messages in counts each record once, on its leader (followers' appends are replication)
     assert sum(total(s, "riverbed_server_messages_in_total", topic=TOPIC) for s in nodes) == RECORDS
@@ -173,16 +175,29 @@ def test_every_process_exports_the_monitoring_set_with_plausible_values(fleet, l
     ctrls = [s for n, s in scrapes.items() if eps[n][0] == "controller"]
     assert sum(total(s, "riverbed_controller_active_controller_count") for s in ctrls) == 1
     assert sum(total(s, "riverbed_controller_offline_partitions_count") for s in ctrls) == 0
+    active = next(s for s in ctrls if total(s, "riverbed_controller_active_controller_count") == 1)
+    for name in ("riverbed_controller_leader_elections_total",
+                 "riverbed_controller_unclean_leader_elections_total",
+                 "riverbed_controller_election_time_seconds_total"):
+        assert (name, ()) in active, name           # elections: rate and time, unclean ones
+    assert total(active, "riverbed_controller_broker_changes_total") >= 3   # three nodes joined
     gw = next(s for n, s in scrapes.items() if eps[n][0] == "gateway")
     assert total(gw, "riverbed_gateway_requests_total", api="PRODUCE") >= 1
     assert total(gw, "riverbed_gateway_forward_requests_total") >= produce_requests
     assert total(gw, "riverbed_gateway_client_requests_total", api="PRODUCE") >= 1
+    leaders = {dict(lab)["node_id"] for (n, lab), v in gw.items()
+               if n == "riverbed_gateway_forward_time_seconds_total" and v > 0}
+    assert len(leaders) == 3                          # forward latency per leader (3 leaders)
     gc = next(s for n, s in scrapes.items() if eps[n][0] == "group_coordinator")
     assert total(gc, "riverbed_group_coordinator_rebalances_total") >= 1
+    assert total(gc, "riverbed_group_coordinator_rebalance_time_seconds_total") > 0
     assert total(gc, "riverbed_group_coordinator_groups", state="Empty") \
         + total(gc, "riverbed_group_coordinator_groups", state="Stable") >= 1
     om_url = next(url for r, url in eps.values() if r == "offset_manager")
-    assert total(scrape(om_url), "riverbed_offset_manager_requests_total", api="OFFSET_COMMIT") >= 1
+    om = scrape(om_url)
+    assert total(om, "riverbed_offset_manager_requests_total", api="OFFSET_COMMIT") >= 1
+    assert total(om, "riverbed_offset_manager_request_time_seconds_total", api="OFFSET_COMMIT",
+                 phase="total") > 0                   # commit latency
     # lag: committed at the end, so 0 for each of the three partitions once it is measured
     lag = wait_until(lambda: [v for (n, lab), v in scrape(om_url).items()
                               if n == "riverbed_group_lag" and ("group", "obs-group") in lab],

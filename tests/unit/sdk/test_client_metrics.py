@@ -61,9 +61,14 @@ def test_sampled_stat_keeps_at_most_its_samples_and_refuses_bad_windows():
 
 def test_producer_metrics_snapshot_names_and_values():
     m = ProducerMetrics(window_ms=1000, samples=2)
-    m.batch_drained(80, 200, 4.0, 0)
-    m.batch_drained(120, 200, 8.0, 0)
-    m.request_sent(30, 200, 0)
+
+    class Batch:
+        def __init__(self, size, records, created_ms):
+            self.payload = b"x" * size
+            self.uncompressed_size = 200
+            self.record_count = records
+            self.created_ms = created_ms
+    m.request_sent([Batch(80, 10, -4.0), Batch(120, 20, -8.0)], 0)
     m.response(2.5, 10)
     m.retried(10, "NOT_LEADER_FOR_PARTITION", 10)
     m.failed(5, "MESSAGE_TOO_LARGE", 10)
