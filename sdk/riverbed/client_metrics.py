@@ -36,10 +36,12 @@ _NAN = float("nan")
 
 class SampledStat:
     """Count, sum and maximum of the values recorded in the last `samples` windows of
-    `window_ms` each, plus the count and sum since start. `record()` is a few attribute
-    operations (called per request, batch or poll)."""
+    `window_ms` each, plus the count and sum since start. `record()` is a few slot operations
+    (called per request, batch or poll); `record_many()` adds several values at once (a
+    request's batches). The current window lives in slots, closed ones in a short list."""
 
-    __slots__ = ("window_ms", "samples", "_s", "count_total", "sum_total")
+    __slots__ = ("window_ms", "samples", "_start", "_n", "_sum", "_max", "_old", "_old_n",
+                 "_old_sum")
 
     def __init__(self, window_ms: float = METRICS_SAMPLE_WINDOW_MS,
                  samples: int = METRICS_NUM_SAMPLES):
@@ -47,47 +49,77 @@ class SampledStat:
             raise ValueError("window_ms must be > 0 and samples >= 1")
         self.window_ms = window_ms
         self.samples = samples
-        self._s: list[list[float]] = []        # [window start, count, sum, max], oldest first
-        self.count_total = 0
-        self.sum_total = 0.0
+        self._start = -math.inf     # the current window's start (none yet)
+        self._n = 0
+        self._sum = 0.0
+        self._max = -math.inf
+        self._old: list[tuple[float, int, float, float]] = []   # closed: (start, n, sum, max)
+        self._old_n = 0             # values and their sum in every window closed since start
+        self._old_sum = 0.0
 
     def record(self, value: float, now_ms: float) -> None:
-        self.count_total += 1
-        self.sum_total += value
-        s = self._s
-        if s:
-            cur = s[-1]
-            if now_ms - cur[0] < self.window_ms:
-                cur[1] += 1
-                cur[2] += value
-                if value > cur[3]:
-                    cur[3] = value
-                return
-        s.append([now_ms, 1, value, value])
-        if len(s) > self.samples:
-            del s[0]
+        if now_ms - self._start >= self.window_ms:
+            self._roll(now_ms)
+        self._n += 1
+        self._sum += value
+        if value > self._max:
+            self._max = value
 
-    def _live(self, now_ms: float) -> list[list[float]]:
-        # never mutates: the producer's sender thread records while the application reads
+    def record_many(self, count: int, total: float, largest: float, now_ms: float) -> None:
+        """`count` values summing to `total`, the largest `largest`."""
+        if now_ms - self._start >= self.window_ms:
+            self._roll(now_ms)
+        self._n += count
+        self._sum += total
+        if largest > self._max:
+            self._max = largest
+
+    def _roll(self, now_ms: float) -> None:
+        if self._n:
+            old = self._old
+            old.append((self._start, self._n, self._sum, self._max))
+            self._old_n += self._n
+            self._old_sum += self._sum
+            if len(old) >= self.samples:
+                del old[0]
+        self._start = now_ms
+        self._n = 0
+        self._sum = 0.0
+        self._max = -math.inf
+
+    @property
+    def count_total(self) -> int:
+        return self._old_n + self._n
+
+    @property
+    def sum_total(self) -> float:
+        return self._old_sum + self._sum
+
+    def _live(self, now_ms: float) -> list[tuple[float, int, float, float]]:
+        # reads only: the producer's sender thread records while the application reads
         horizon = now_ms - self.samples * self.window_ms
-        return [x for x in self._s if x[0] > horizon]
+        live = [w for w in list(self._old) if w[0] > horizon]
+        start, n = self._start, self._n
+        if n and start > horizon:
+            live.append((start, n, self._sum, self._max))
+        return live
 
     def count(self, now_ms: float) -> int:
-        return int(sum(x[1] for x in self._live(now_ms)))
+        return sum(w[1] for w in self._live(now_ms))
 
     def sum(self, now_ms: float) -> float:
-        return sum(x[2] for x in self._live(now_ms))
+        return sum(w[2] for w in self._live(now_ms))
 
     def avg(self, now_ms: float) -> float:
         live = self._live(now_ms)
-        n = sum(x[1] for x in live)
-        return sum(x[2] for x in live) / n if n else _NAN
+        n = sum(w[1] for w in live)
+        return sum(w[2] for w in live) / n if n else _NAN
 
     def max(self, now_ms: float) -> float:
         live = self._live(now_ms)
-        return max(x[3] for x in live) if live else _NAN
+        return max(w[3] for w in live) if live else _NAN
 
-    def _elapsed_s(self, live: list[list[float]], now_ms: float) -> float:
+    def _elapsed_s(self, live: list[tuple[float, int, float, float]], now_ms: float) -> float:
         # Kafka's Rate.windowSize: from the oldest live window's start, padded to at least
         # samples - 1 whole windows
         elapsed = now_ms - live[0][0]
@@ -99,12 +131,12 @@ class SampledStat:
     def rate(self, now_ms: float) -> float:
         """Sum of the recorded values per second (records/s when each value is a count)."""
         live = self._live(now_ms)
-        return sum(x[2] for x in live) / self._elapsed_s(live, now_ms) if live else 0.0
+        return sum(w[2] for w in live) / self._elapsed_s(live, now_ms) if live else 0.0
 
     def count_rate(self, now_ms: float) -> float:
         """Recordings per second (requests/s when recorded once per request)."""
         live = self._live(now_ms)
-        return sum(x[1] for x in live) / self._elapsed_s(live, now_ms) if live else 0.0
+        return sum(w[1] for w in live) / self._elapsed_s(live, now_ms) if live else 0.0
 
 
 class _Metrics:
@@ -136,16 +168,28 @@ class ProducerMetrics(_Metrics):
     def request_sent(self, batches: Iterable, now_ms: float) -> None:
         """One PRODUCE request of these batches (objects with `payload` bytes,
         `uncompressed_size`, `record_count` and `created_ms`, like accumulator.ProducerBatch)."""
-        nbytes = records = 0
-        size, compression, queue = self.batch_size, self.compression, self.queue_time
+        # summed here, recorded once per stat per request
+        n = nbytes = records = 0
+        largest = 0
+        ratios = 0.0
+        queued = 0.0
+        queued_max = -math.inf
         for b in batches:
-            n = len(b.payload)
-            nbytes += n
+            size = len(b.payload)
+            n += 1
+            nbytes += size
             records += b.record_count
-            size.record(n, now_ms)
-            if b.uncompressed_size > 0:
-                compression.record(n / b.uncompressed_size, now_ms)
-            queue.record(now_ms - b.created_ms, now_ms)
+            if size > largest:
+                largest = size
+            u = b.uncompressed_size
+            ratios += size / u if u > 0 else 1.0
+            q = now_ms - b.created_ms
+            queued += q
+            if q > queued_max:
+                queued_max = q
+        self.batch_size.record_many(n, nbytes, largest, now_ms)
+        self.compression.record_many(n, ratios, 0.0, now_ms)
+        self.queue_time.record_many(n, queued, queued_max, now_ms)
         self.records_sent.record(records, now_ms)
         self.request_bytes.record(nbytes, now_ms)
 

@@ -29,7 +29,7 @@ try:
     from opentelemetry.metrics import Observation as _Observation
     from opentelemetry.metrics._internal import _ProxyMeterProvider as _Proxy
 except ImportError:  # pragma: no cover - opentelemetry-api is a dependency
-    _otel_metrics = None
+    _otel_metrics = None  # type: ignore[assignment]
 
 __all__ = ["register", "unregister", "meter_configured"]
 

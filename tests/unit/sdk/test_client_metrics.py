@@ -52,7 +52,7 @@ def test_sampled_stat_keeps_at_most_its_samples_and_refuses_bad_windows():
     s = SampledStat(window_ms=10, samples=2)
     for t in range(0, 100, 10):
         s.record(t, t)
-    assert len(s._s) == 2 and s.max(95) == 90 and s.avg(95) == 85
+    assert len(s._old) == 1 and s.max(95) == 90 and s.avg(95) == 85
     with pytest.raises(ValueError):
         SampledStat(window_ms=0)
     with pytest.raises(ValueError):
