@@ -141,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
                       trace_ratio=ratio, sdk_metrics=sdk_metrics)
             return s["records_per_sec"]
 
+        def null_sink_produce(sdk_metrics: bool) -> float:
+            s = _perf(["produce", "--bootstrap-server", "tcp://127.0.0.1:1", "--topic", "null",
+                       "--num-records", str(args.records), "--record-size", "100", "--acks", "1",
+                       "--partition", "0", "--bulk", "--null-sink"], env=env,
+                      sdk_metrics=sdk_metrics)
+            return s["records_per_sec"]
+
         def add(key: str, value: float) -> None:
             results.setdefault(key, []).append(value)
 
@@ -152,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
             topic = f"obs-sdk-{uuid.uuid4().hex[:6]}"
             add("produce_sdk_metrics_off", produce("on", topic, sdk_metrics=False))
             add("consume_sdk_metrics_off", consume("on", topic, sdk_metrics=False))
+            for on in (True, False):      # the SDK alone: requests answered in-process
+                add(f"null_sink_produce_sdk_metrics_{'on' if on else 'off'}",
+                    null_sink_produce(on))
             for label, ratio in (("none", None), ("0", 0.0), ("100", 1.0)):
                 topic = f"obs-trace-{uuid.uuid4().hex[:6]}"
                 add(f"produce_trace_{label}", produce("on", topic, ratio))
@@ -173,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         "consume_metrics_on_vs_off": med["consume_metrics_on"] / med["consume_metrics_off"],
         "produce_sdk_metrics_on_vs_off": med["produce_metrics_on"] / med["produce_sdk_metrics_off"],
         "consume_sdk_metrics_on_vs_off": med["consume_metrics_on"] / med["consume_sdk_metrics_off"],
+        "null_sink_produce_sdk_metrics_on_vs_off": med["null_sink_produce_sdk_metrics_on"]
+        / med["null_sink_produce_sdk_metrics_off"],
         "produce_tracing_0pct_vs_none": med["produce_trace_0"] / med["produce_trace_none"],
         "produce_tracing_100pct_vs_none": med["produce_trace_100"] / med["produce_trace_none"],
         "consume_tracing_0pct_vs_none": med["consume_trace_0"] / med["consume_trace_none"],

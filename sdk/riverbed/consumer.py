@@ -609,16 +609,16 @@ class Consumer:
         out = m.snapshot(_now_ms(), assigned_partitions=len(self._subs.assignment),
                          lag_by_partition=lag)
         out.update({"records_consumed": int(m.records_consumed.sum_total),
-                "bytes_fetched": int(m.fetch_size.sum_total),
-                "fetch_requests": self._fetch_requests,
-                "fetches_in_flight": len(self._fetch_in_flight),
-                "assigned_partitions": len(self._subs.assignment),
-                "records_lag": lag,
-                "records_lag_max": max(lag.values(), default=0),
-                "group_id": self.group_id,
-                "generation_id": group.generation_id if group is not None else -1,
-                "rebalances": group.rebalances if group is not None else 0,
-                "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers})
+                    "bytes_fetched": int(m.fetch_size.sum_total),
+                    "fetch_requests": self._fetch_requests,
+                    "fetches_in_flight": len(self._fetch_in_flight),
+                    "assigned_partitions": len(self._subs.assignment),
+                    "records_lag": lag,
+                    "records_lag_max": max(lag.values(), default=0),
+                    "group_id": self.group_id,
+                    "generation_id": group.generation_id if group is not None else -1,
+                    "rebalances": group.rebalances if group is not None else 0,
+                    "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers})
         return out
 
     # -- iteration ----------------------------------------------------------------------------

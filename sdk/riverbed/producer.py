@@ -506,13 +506,13 @@ class Producer:
                                       buffer_total_bytes=acc.buffer_memory,
                                       buffer_used_bytes=acc.memory_used)
         out.update({"requests_sent": self._sender.requests_sent,
-                "in_flight": len(self._sender.in_flight),
-                "buffer_memory_used": self._accumulator.memory_used,
-                "batches_expired": self._sender.batches_expired,
-                "idempotent": self.idempotent,
-                "producer_id": idem.producer_id if idem is not None else -1,
-                "producer_epoch": idem.producer_epoch if idem is not None else -1,
-                "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers})
+                    "in_flight": len(self._sender.in_flight),
+                    "buffer_memory_used": self._accumulator.memory_used,
+                    "batches_expired": self._sender.batches_expired,
+                    "idempotent": self.idempotent,
+                    "producer_id": idem.producer_id if idem is not None else -1,
+                    "producer_epoch": idem.producer_epoch if idem is not None else -1,
+                    "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers})
         return out
 
     def __enter__(self) -> "Producer":
