@@ -6,6 +6,13 @@ SDK tracing at 0 % and 100 % sampling against no tracer provider — all in one 
 interleaved so both sides see the same machine.
 
     .venv/bin/python -m loadgen.obs_bench [--records 1000000] [--rounds 3] [--json FILE]
+    .venv/bin/python -m loadgen.obs_bench --sdk-ab [--records 300000] [--rounds 10]
+
+--sdk-ab runs no fleet: in this one process, a Producer over the null sink (loadgen.nullsink: the
+same SDK with requests answered in-process) sends with the SDK's metrics recorded and with their
+recordings made no-ops, alternately; it reports CPU seconds per million records
+(time.process_time, the sender thread included) and records/s, medians and the on ÷ off ratio of
+throughput (CPU time moves less than wall time on a shared machine).
 
 Each produce is 100 B records, acks=1, one partition, replication factor 1, Producer.send_many
 (--bulk: the fast path, where a per-record cost would show most); each consume reads that topic
@@ -53,18 +60,74 @@ def _perf(argv: list[str], *, trace_ratio: float | None = None, env: dict | None
         os.unlink(out)
 
 
-def _sdk_metrics_off() -> None:
+_RECORDINGS = ("request_sent", "response", "retried", "failed", "polled", "consumed", "fetched",
+               "lag", "committed", "joined", "synced", "rebalanced", "heartbeat")
+
+
+def _sdk_metrics_off():
     """The baseline of the SDK-metrics rows: every recording method of riverbed.client_metrics
-    becomes a no-op (the SDK has no switch for them: Kafka's clients always record)."""
+    becomes a no-op (the SDK has no switch for them: Kafka's clients always record). Returns a
+    function that puts them back."""
     from riverbed import client_metrics
 
     def noop(*args, **kwargs) -> None:
         return None
+    saved = []
     for cls in (client_metrics.ProducerMetrics, client_metrics.ConsumerMetrics):
-        for name in ("request_sent", "response", "retried", "failed", "polled", "consumed",
-                     "fetched", "lag", "committed", "joined", "synced", "rebalanced", "heartbeat"):
-            if hasattr(cls, name):
+        for name in _RECORDINGS:
+            if name in vars(cls):
+                saved.append((cls, name, vars(cls)[name]))
                 setattr(cls, name, noop)
+
+    def restore() -> None:
+        for cls, name, fn in saved:
+            setattr(cls, name, fn)
+    return restore
+
+
+def _sdk_ab(records: int, rounds: int) -> dict:
+    """--sdk-ab (module doc): null-sink produce, SDK metrics on and off, alternating."""
+    import time
+
+    from loadgen.nullsink import null_sink_factory
+    from riverbed import Producer
+    value = b"v" * 100
+    chunk = [value] * 10000
+
+    def run(on: bool) -> tuple[float, float]:
+        restore = None if on else _sdk_metrics_off()
+        try:
+            p = Producer("tcp://127.0.0.1:1", acks=1, _channel_factory=null_sink_factory(1))
+            p.partitions_for("null")
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            for _ in range(records // len(chunk)):
+                p.send_many("null", chunk, partition=0)
+            p.flush()
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+            p.close()
+        finally:
+            if restore is not None:
+                restore()
+        n = records // len(chunk) * len(chunk)
+        return cpu / n * 1e6, n / wall
+
+    out: dict[str, list[float]] = {}
+    run(True)                                   # warm up
+    for rnd in range(rounds):
+        for on in ((True, False) if rnd % 2 == 0 else (False, True)):
+            cpu, rate = run(on)
+            key = "on" if on else "off"
+            out.setdefault(f"cpu_s_per_million_{key}", []).append(cpu)
+            out.setdefault(f"records_per_sec_{key}", []).append(rate)
+        print(f"  round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:,.2f}" for k, v in out.items()),
+              file=sys.stderr, flush=True)
+    med = {k: statistics.median(v) for k, v in out.items()}
+    ratios = {"sdk_metrics_on_vs_off_records_per_sec":
+              med["records_per_sec_on"] / med["records_per_sec_off"],
+              "sdk_metrics_on_vs_off_cpu": med["cpu_s_per_million_off"] / med["cpu_s_per_million_on"]}
+    for k, v in {**med, **ratios}.items():
+        print(f"{k:<40} {v:>12,.3f}")
+    return {"runs": out, "medians": med, "ratios": ratios}
 
 
 def _child(ratio: float | None, argv: list[str]) -> int:
@@ -102,7 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", metavar="FILE")
+    p.add_argument("--sdk-ab", action="store_true",
+                   help="no fleet: the SDK's metrics on vs off over the null sink, in-process")
     args = p.parse_args(argv)
+    if args.sdk_ab:
+        res = _sdk_ab(args.records, args.rounds)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"records": args.records, "rounds": args.rounds, **res}, f, indent=2)
+        return 0
 
     from deploy.fleet import Fleet, free_base_port
     receiver = OtlpReceiver()
@@ -190,12 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         "consume_tracing_0pct_vs_none": med["consume_trace_0"] / med["consume_trace_none"],
         "consume_tracing_100pct_vs_none": med["consume_trace_100"] / med["consume_trace_none"],
     }
-    print(f"\n{'figure (median records/s)':<34} {'value':>12}")
+    print(f"\n{'figure (median records/s)':<40} {'value':>12}")
     for k, v in med.items():
-        print(f"{k:<34} {v:>12,.0f}")
-    print(f"\n{'ratio':<34} {'value':>12}")
+        print(f"{k:<40} {v:>12,.0f}")
+    print(f"\n{'ratio':<40} {'value':>12}")
     for k, v in ratios.items():
-        print(f"{k:<34} {v:>12.3f}")
+        print(f"{k:<40} {v:>12.3f}")
     print(f"\nspans received from the services: {receiver.span_count}")
     if args.json:
         with open(args.json, "w") as f:
