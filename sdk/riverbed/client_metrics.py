@@ -252,6 +252,7 @@ class ConsumerMetrics(_Metrics):
         self.fetch_size = self._stat()         # per FETCH answer: bytes
         self.fetch_records = self._stat()      # per FETCH answer: records in its whole batches
         self.records_lag = self._stat()        # per partition of a FETCH answer: hw - next fetch
+        self.records_lag_by_partition: dict[Any, SampledStat] = {}   # (topic, partition) -> stat
         self.poll_interval = self._stat()      # per poll: ms since the previous poll
         self.commit_latency = self._stat()     # per answered OFFSET_COMMIT (ms)
         self.rebalance_latency = self._stat()  # per completed join + sync (ms)
@@ -277,8 +278,24 @@ class ConsumerMetrics(_Metrics):
         self.fetch_size.record(nbytes, now_ms)
         self.fetch_records.record(records, now_ms)
 
-    def lag(self, lag: int, now_ms: float) -> None:
+    def lag(self, tp: tuple[str, int], lag: int, now_ms: float) -> None:
+        """One partition's lag in a FETCH answer (high watermark - next fetch offset)."""
         self.records_lag.record(lag, now_ms)
+        st = self.records_lag_by_partition.get(tp)
+        if st is None:
+            st = self.records_lag_by_partition[tp] = self._stat()
+        st.record(lag, now_ms)
+
+    def _lag_max_by_partition(self, now_ms: float) -> dict[str, float]:
+        out = {}
+        by_tp = self.records_lag_by_partition
+        for tp, st in list(by_tp.items()):
+            m = st.max(now_ms)
+            if math.isnan(m):
+                by_tp.pop(tp, None)            # nothing in the windows: forget the partition
+            else:
+                out[f"{tp[0]}-{tp[1]}"] = m
+        return out
 
     def committed(self, latency_ms: float, now_ms: float) -> None:
         self.commit_latency.record(latency_ms, now_ms)
@@ -310,6 +327,7 @@ class ConsumerMetrics(_Metrics):
             "records-lag-max": lag_max if not math.isnan(lag_max) else
             float(max(lag_by_partition.values(), default=_NAN)),
             "records-lag": dict(lag_by_partition),
+            "records-lag-max-by-partition": self._lag_max_by_partition(now_ms),
             "bytes-consumed-rate": fs.rate(now_ms),
             "bytes-consumed-total": int(fs.sum_total),
             "fetch-rate": fl.count_rate(now_ms),

@@ -421,7 +421,7 @@ class Consumer:
                 nbytes += size
                 records += count
                 if st.fetch_offset is not None:
-                    m.lag(max(p.high_watermark - st.fetch_offset, 0), now)
+                    m.lag(tp, max(p.high_watermark - st.fetch_offset, 0), now)
         m.fetched(now - sent_ms, nbytes, records, now)
         if span is not None:
             _end_fetch_span(span, resp, records)
@@ -588,7 +588,8 @@ class Consumer:
         in ms, sizes in bytes):
 
         records-consumed-rate/-total, records-lag-max (largest hw - next fetch offset seen in
-        the windows), records-lag ({"topic-partition": hw - position} now),
+        the windows), records-lag-max-by-partition ({"topic-partition": the same per
+        partition}), records-lag ({"topic-partition": hw - position} now),
         bytes-consumed-rate/-total, fetch-rate/-total, fetch-latency-avg/-max,
         fetch-size-avg/-max, records-per-request-avg, fetch-error-total,
         time-between-poll-avg/-max (the poll interval), last-poll-seconds-ago,

@@ -225,6 +225,7 @@ def test_the_clients_metrics_dicts_after_the_known_load(loaded):
     assert c["fetch-size-max"] >= c["fetch-size-avg"] > 0
     assert c["records-lag"] == {f"{TOPIC}-{i}": 0 for i in range(3)}
     assert c["records-lag-max"] >= 0
+    assert set(c["records-lag-max-by-partition"]) == {f"{TOPIC}-{i}" for i in range(3)}
     assert c["rebalance-total"] == 1 and c["rebalance-latency-avg"] > 0
     assert c["join-time-avg"] > 0 and c["sync-time-avg"] > 0
     assert c["commit-total"] == 1 and c["commit-latency-avg"] > 0

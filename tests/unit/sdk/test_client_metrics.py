@@ -93,8 +93,8 @@ def test_consumer_metrics_snapshot_names_and_values():
     m.polled(100)
     m.consumed(7, 100)
     m.fetched(5.0, 700, 7, 50)
-    m.lag(12, 50)
-    m.lag(3, 60)
+    m.lag(("t", 0), 12, 50)
+    m.lag(("t", 1), 3, 60)
     m.committed(4.0, 70)
     m.joined(20.0, 80)
     m.synced(10.0, 90)
@@ -106,13 +106,15 @@ def test_consumer_metrics_snapshot_names_and_values():
     assert d["fetch-size-avg"] == 700 and d["records-per-request-avg"] == 7
     assert d["fetch-latency-max"] == 5.0 and d["bytes-consumed-total"] == 700
     assert d["records-lag-max"] == 12 and d["records-lag"] == {"t-0": 1, "t-1": 0}
+    assert d["records-lag-max-by-partition"] == {"t-0": 12, "t-1": 3}
     assert d["commit-total"] == 1 and d["commit-latency-avg"] == 4.0
     assert d["rebalance-total"] == 1 and d["rebalance-latency-avg"] == 30.0
     assert d["join-time-avg"] == 20.0 and d["sync-time-max"] == 10.0
     assert d["assigned-partitions"] == 2 and d["last-rebalance-seconds-ago"] == pytest.approx(0.01)
-    # lag windows expired: the current lags stand in
-    assert m.snapshot(5000, assigned_partitions=2,
-                      lag_by_partition={"t-0": 4})["records-lag-max"] == 4
+    # lag windows expired: the current lags stand in, the partitions' windows are forgotten
+    d = m.snapshot(5000, assigned_partitions=2, lag_by_partition={"t-0": 4})
+    assert d["records-lag-max"] == 4 and d["records-lag-max-by-partition"] == {}
+    assert m.records_lag_by_partition == {}
 
 
 # ------------------------------------------------------------------- what the clients record
@@ -170,6 +172,7 @@ def test_consumer_records_fetches_polls_and_lag_from_batch_headers():
     assert m["records-per-request-avg"] > 0
     assert m["records-lag"] == {"t-0": 0} and m["records_lag_max"] == 0
     assert m["records-lag-max"] >= 4                  # the first answer left batches behind
+    assert m["records-lag-max-by-partition"]["t-0"] == m["records-lag-max"]
     assert m["time-between-poll-max"] >= 0 and m["assigned-partitions"] == 1
     assert math.isnan(m["commit-latency-avg"]) and m["rebalance-total"] == 0
     c.close()
