@@ -42,9 +42,9 @@ class ProducerBatch:
     """One batch being filled (then sent, maybe retried) for one partition."""
 
     __slots__ = ("tp", "builder", "result", "created_ms", "attempts", "last_attempt_ms",
+                 "uncompressed_size",
                  "payload", "record_count", "reserved", "full", "producer_epoch",
-                 "base_sequence", "stamped", "on_wire", "order", "uncompressed_size",
-                 "__weakref__")
+                 "base_sequence", "stamped", "on_wire", "order", "__weakref__")
 
     def __init__(self, tp: TopicPartition, builder: BatchBuilder, now_ms: float, reserved: int):
         self.tp = tp
@@ -54,6 +54,7 @@ class ProducerBatch:
         self.attempts = 0
         self.last_attempt_ms = now_ms
         self.payload: bytes | None = None
+        self.uncompressed_size = 0         # bytes before compression (set when built; metrics)
         self.record_count = 0
         self.reserved = reserved
         self.full = False
@@ -62,7 +63,6 @@ class ProducerBatch:
         self.stamped: tuple | None = None  # (producer_id, epoch, sequence) in the payload
         self.on_wire = False               # part of a request not answered yet
         self.order = 0                     # creation order in the accumulator (re-enqueue)
-        self.uncompressed_size = 0         # bytes before compression (set when built; metrics)
 
     def try_append(self, timestamp_ms: int, key, value, headers) -> FutureRecordMetadata | None:
         b = self.builder

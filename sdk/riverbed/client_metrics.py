@@ -254,7 +254,7 @@ class ConsumerMetrics(_Metrics):
         self.records_lag = self._stat()        # per partition of a FETCH answer: hw - next fetch
         self.records_lag_by_partition: dict[Any, SampledStat] = {}   # (topic, partition) -> stat
         self.poll_interval = self._stat()      # per poll: ms since the previous poll
-        self.commit_latency = self._stat()     # per answered OFFSET_COMMIT (ms)
+        self.commit_latency = self._stat()     # per successful OFFSET_COMMIT (ms)
         self.rebalance_latency = self._stat()  # per completed join + sync (ms)
         self.join_time = self._stat()          # per JOIN_GROUP answer (ms)
         self.sync_time = self._stat()          # per SYNC_GROUP answer (ms)
@@ -411,10 +411,10 @@ CONSUMER_METRICS: dict[str, tuple[str, str, str]] = {
     "fetch-error-total": ("counter", "{request}", "FETCH answers or partitions with an error"),
     "time-between-poll-avg": ("gauge", "ms", "average time between poll() calls"),
     "time-between-poll-max": ("gauge", "ms", "longest time between poll() calls"),
-    "commit-latency-avg": ("gauge", "ms", "average OFFSET_COMMIT latency"),
-    "commit-latency-max": ("gauge", "ms", "longest OFFSET_COMMIT latency"),
-    "commit-rate": ("gauge", "{commit}/s", "commits per second"),
-    "commit-total": ("counter", "{commit}", "commits answered"),
+    "commit-latency-avg": ("gauge", "ms", "average latency of successful commits"),
+    "commit-latency-max": ("gauge", "ms", "longest latency of a successful commit"),
+    "commit-rate": ("gauge", "{commit}/s", "successful commits per second"),
+    "commit-total": ("counter", "{commit}", "successful commits"),
     "rebalance-total": ("counter", "{rebalance}", "rebalances completed (join + sync)"),
     "rebalance-latency-avg": ("gauge", "ms", "average rebalance (join + sync) time"),
     "rebalance-latency-max": ("gauge", "ms", "longest rebalance (join + sync) time"),

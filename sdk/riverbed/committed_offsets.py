@@ -74,7 +74,7 @@ class CommittedOffsets:
     _no_committed: set[TopicPartition]
     _pending_commits: dict[int, tuple[dict[TopicPartition, OffsetAndMetadata],
                                       concurrent.futures.Future[Any], Callable[..., Any] | None]]
-    _commit_sent: dict[int, tuple[float, Any]]      # corr -> (sent ms, span or None)
+    _commit_sent: dict[Any, tuple[float, Any]]      # future -> (sent ms, span or None)
     metrics: ConsumerMetrics
 
     @property
@@ -155,11 +155,11 @@ class CommittedOffsets:
                 sent = self._clock()
                 resp = self._call(ApiKey.OFFSET_COMMIT, req)
                 answered = self._clock()
-                self.metrics.committed(answered - sent, answered)
                 err = commit_response_error(resp)
             except errors.KafkaError as e:
                 err = e
             if err is None:
+                self.metrics.committed(answered - sent, answered)
                 return
             if span is not None:
                 span.add_event("commit failed", {"error": getattr(err, "name", str(err))})
@@ -208,10 +208,13 @@ class CommittedOffsets:
             self._complete(fut, callback, offsets, e)
             return fut
         self._pending_commits[corr] = (offsets, fut, callback)
-        self._commit_sent[corr] = (self._clock(), span)
+        self._commit_sent[fut] = (self._clock(), span)
         return fut
 
     def _complete(self, fut, callback, offsets, exc) -> None:
+        sent = self._commit_sent.pop(fut, None)
+        if sent is not None:                 # an async commit that was sent: metrics, span
+            self._async_commit_done(sent[0], sent[1], exc)
         if exc is None:
             fut.set_result(offsets)
         else:
@@ -237,18 +240,10 @@ class CommittedOffsets:
             if entry is None:
                 continue
             offsets, fut, callback = entry
-            now = self._clock()
-            sent, span = self._commit_sent.pop(resp.correlation_id, (now, None))
             if not resp.ok:
                 err: errors.RiverbedError | None = errors.for_code(resp.error_code, resp.error_message)
             else:
-                self.metrics.committed(now - sent, now)
                 err = commit_response_error(resp.body)
-            if span is not None:
-                if err is not None:
-                    span.set_status(tracing.Status(tracing.StatusCode.ERROR,
-                                                   getattr(err, "name", str(err))))
-                span.end()
             if err is not None:
                 assert isinstance(err, errors.KafkaError)
                 if err.code in _GENERATION_GONE and self.subscribed:
@@ -257,13 +252,18 @@ class CommittedOffsets:
                     self._coordinator_lost(str(err))
             self._complete(fut, callback, offsets, err)
 
+    def _async_commit_done(self, sent_ms: float, span: Any, exc: BaseException | None) -> None:
+        if exc is None:
+            now = self._clock()
+            self.metrics.committed(now - sent_ms, now)
+        if span is not None:
+            if exc is not None:
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                               getattr(exc, "name", None) or str(exc)))
+            span.end()
+
     def _fail_pending_commits(self, exc: BaseException) -> None:
         pending, self._pending_commits = self._pending_commits, {}
-        sent, self._commit_sent = self._commit_sent, {}
-        for _, span in sent.values():
-            if span is not None:
-                span.set_status(tracing.Status(tracing.StatusCode.ERROR, str(exc)))
-                span.end()
         for offsets, fut, callback in pending.values():
             self._complete(fut, callback, offsets, exc)
 

@@ -118,9 +118,12 @@ class Consumer:
         self._owner_pid = process_owner.current_pid()
         self._iterator_records: collections.deque = collections.deque()
         self._drain_start = 0
-        # metrics(): counted per poll / per fetch / per partition of a fetch, never per record
+        # Kafka's metrics (riverbed.client_metrics): per poll / fetch / partition of a fetch
         self._metrics = ConsumerMetrics()
         self._fetch_sent: dict[int, tuple[float, Any]] = {}   # corr -> (sent ms, CONSUMER span)
+        # metrics(): counted per poll / per fetch, never per record
+        self._records_consumed = 0
+        self._bytes_fetched = 0
         self._fetch_requests = 0
         self.group_id = group_id
         self._group: GroupMembership | None = None
@@ -447,6 +450,7 @@ class Consumer:
                         topic=tp.topic, partition=tp.partition)
             return 0, 0
         next_offset = batches[-1][1].next_offset
+        self._bytes_fetched += len(buf)
         st.fetch_offset = next_offset
         st.buffered.append(CompletedFetch(tp, buf, batches, next_offset, st.high_watermark,
                                           self.check_crcs))
@@ -539,7 +543,9 @@ class Consumer:
             records = self._drain(max_records)
             if records:
                 self._send_fetches()
-                self._metrics.consumed(sum(map(len, records.values())), _now_ms())
+                n = sum(map(len, records.values()))
+                self._records_consumed += n
+                self._metrics.consumed(n, _now_ms())
                 return records
             now = _now_ms()
             if now >= deadline and chan_recv is not None:
@@ -593,8 +599,8 @@ class Consumer:
         bytes-consumed-rate/-total, fetch-rate/-total, fetch-latency-avg/-max,
         fetch-size-avg/-max, records-per-request-avg, fetch-error-total,
         time-between-poll-avg/-max (the poll interval), last-poll-seconds-ago,
-        commit-latency-avg/-max, commit-rate/-total, rebalance-total, rebalance-rate-per-hour,
-        rebalance-latency-avg/-max/-total, failed-rebalance-total,
+        commit-latency-avg/-max, commit-rate/-total (successful commits), rebalance-total,
+        rebalance-rate-per-hour, rebalance-latency-avg/-max/-total, failed-rebalance-total,
         last-rebalance-seconds-ago, join-time-avg/-max, sync-time-avg/-max,
         heartbeat-rate/-total, heartbeat-response-time-max, assigned-partitions.
 
@@ -606,21 +612,20 @@ class Consumer:
             if st.position is not None and st.high_watermark >= 0:
                 lag[f"{tp.topic}-{tp.partition}"] = max(st.high_watermark - st.position, 0)
         group = self._group
-        m = self._metrics
-        out = m.snapshot(_now_ms(), assigned_partitions=len(self._subs.assignment),
-                         lag_by_partition=lag)
-        out.update({"records_consumed": int(m.records_consumed.sum_total),
-                    "bytes_fetched": int(m.fetch_size.sum_total),
-                    "fetch_requests": self._fetch_requests,
-                    "fetches_in_flight": len(self._fetch_in_flight),
-                    "assigned_partitions": len(self._subs.assignment),
-                    "records_lag": lag,
-                    "records_lag_max": max(lag.values(), default=0),
-                    "group_id": self.group_id,
-                    "generation_id": group.generation_id if group is not None else -1,
-                    "rebalances": group.rebalances if group is not None else 0,
-                    "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers})
-        return out
+        ours = {"records_consumed": self._records_consumed,
+                "bytes_fetched": self._bytes_fetched,
+                "fetch_requests": self._fetch_requests,
+                "fetches_in_flight": len(self._fetch_in_flight),
+                "assigned_partitions": len(self._subs.assignment),
+                "records_lag": lag,
+                "records_lag_max": max(lag.values(), default=0),
+                "group_id": self.group_id,
+                "generation_id": group.generation_id if group is not None else -1,
+                "rebalances": group.rebalances if group is not None else 0,
+                "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers}
+        kafka = self._metrics.snapshot(_now_ms(), assigned_partitions=len(self._subs.assignment),
+                                       lag_by_partition=lag)
+        return {**kafka, **ours}
 
     # -- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> "Consumer":

@@ -81,6 +81,10 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 
 # ------------------------------------------------------------------------------- membership
 
+# the group APIs with their own span and metric (join-time, sync-time)
+_GROUP_SPAN_NAMES = {ApiKey.JOIN_GROUP: "JoinGroup", ApiKey.SYNC_GROUP: "SyncGroup"}
+
+
 class GroupMembership(CommittedOffsets):
     """One consumer's group membership (join, sync, heartbeats, leave); its committed offsets
     (commits, auto-commit, OFFSET_FETCH) are the CommittedOffsets half. Owned by a Consumer;
@@ -134,12 +138,12 @@ class GroupMembership(CommittedOffsets):
         self._next_auto_commit_ms = 0.0
         self._paused_across_rebalance: set[TopicPartition] = set()
         self._no_committed: set[TopicPartition] = set()     # OFFSET_FETCH said none: reset policy
-        # corr -> (offsets, future, callback)
-        self._pending_commits: dict[int, tuple[dict, concurrent.futures.Future, Callable | None]] = {}
-        self._commit_sent: dict = {}        # corr -> (sent ms, span or None), async commits
-        self.rebalances = 0
         # the Consumer's metrics (it sets its own): join/sync/rebalance/commit/heartbeat times
         self.metrics = ConsumerMetrics()
+        self._commit_sent: dict = {}        # async commit's future -> (sent ms, span or None)
+        # corr -> (offsets, future, callback)
+        self._pending_commits: dict[int, tuple[dict, concurrent.futures.Future, Callable | None]] = {}
+        self.rebalances = 0
 
     # -- subscription ----------------------------------------------------------------------
     @property
@@ -257,6 +261,8 @@ class GroupMembership(CommittedOffsets):
     def _call(self, api: int, body, timeout_ms: int | None = None):
         """One call on the coordinator connection: the body, or a KafkaError raised."""
         assert self._conn is not None
+        if api in _GROUP_SPAN_NAMES:     # JOIN_GROUP, SYNC_GROUP: timed and traced
+            return self._group_call(api, body, timeout_ms or self.request_timeout_ms)
         return self._conn.call(api, body, timeout_ms=timeout_ms or self.request_timeout_ms).body
 
     # -- join / sync -----------------------------------------------------------------------
@@ -347,8 +353,7 @@ class GroupMembership(CommittedOffsets):
         """One JoinGroup + SyncGroup. True when STABLE; False to retry (after backoff)."""
         self.ensure_coordinator(deadline_ms)
         join_timeout = self.max_poll_interval_ms + 5000
-        resp = self._group_call(ApiKey.JOIN_GROUP, "JoinGroup", self._join_request(),
-                                timeout_ms=join_timeout)
+        resp = self._call(ApiKey.JOIN_GROUP, self._join_request(), timeout_ms=join_timeout)
         code = resp.error_code
         if code == _UNKNOWN_MEMBER:
             log.info("[group=%s] member id %r unknown: joining afresh", self.group_id, self.member_id)
@@ -364,7 +369,7 @@ class GroupMembership(CommittedOffsets):
         self.generation_id = resp.generation_id
         self.protocol = resp.protocol_name
         self.leader = resp.leader
-        sresp = self._group_call(ApiKey.SYNC_GROUP, "SyncGroup", group_pb2.SyncGroupRequest(
+        sresp = self._call(ApiKey.SYNC_GROUP, group_pb2.SyncGroupRequest(
             group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id))
         code = sresp.error_code
         if code == _UNKNOWN_MEMBER:
@@ -379,15 +384,18 @@ class GroupMembership(CommittedOffsets):
         self._complete_join(assigned)
         return True
 
-    def _group_call(self, api: int, name: str, body, timeout_ms: int | None = None):
+    def _group_call(self, api: int, body, timeout_ms: int):
         """JOIN_GROUP / SYNC_GROUP: timed for the metrics (join-time, sync-time) and a CLIENT
-        span `<name> <group>` while tracing (the coordinator's server span is its child)."""
+        span `JoinGroup <group>` / `SyncGroup <group>` while tracing (the coordinator's server
+        span is its child)."""
+        assert self._conn is not None
+        name = _GROUP_SPAN_NAMES[api]
         attrs = {"messaging.system": tracing.SYSTEM, "messaging.operation.name": name,
                  "messaging.consumer.group.name": self.group_id}
         with tracing.current_span(f"{name} {self.group_id}", tracing.SpanKind.CLIENT,
                                   attrs) as span:
             started = self._clock()
-            resp = self._call(api, body, timeout_ms)
+            resp = self._conn.call(api, body, timeout_ms=timeout_ms).body
             now = self._clock()
             if api == ApiKey.JOIN_GROUP:
                 self.metrics.joined(now - started, now)

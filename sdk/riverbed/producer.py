@@ -500,20 +500,20 @@ class Producer:
         And Riverbed's own: requests_sent, in_flight, buffer_memory_used, batches_expired,
         idempotent, producer_id, producer_epoch, gateway, gateway_failovers."""
         idem = self._idempotence
-        sender = self._sender
-        acc = self._accumulator
-        out = sender.metrics.snapshot(time.monotonic() * 1000.0, in_flight=len(sender.in_flight),
-                                      buffer_total_bytes=acc.buffer_memory,
-                                      buffer_used_bytes=acc.memory_used)
-        out.update({"requests_sent": self._sender.requests_sent,
-                    "in_flight": len(self._sender.in_flight),
-                    "buffer_memory_used": self._accumulator.memory_used,
-                    "batches_expired": self._sender.batches_expired,
-                    "idempotent": self.idempotent,
-                    "producer_id": idem.producer_id if idem is not None else -1,
-                    "producer_epoch": idem.producer_epoch if idem is not None else -1,
-                    "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers})
-        return out
+        ours = {"requests_sent": self._sender.requests_sent,
+                "in_flight": len(self._sender.in_flight),
+                "buffer_memory_used": self._accumulator.memory_used,
+                "batches_expired": self._sender.batches_expired,
+                "idempotent": self.idempotent,
+                "producer_id": idem.producer_id if idem is not None else -1,
+                "producer_epoch": idem.producer_epoch if idem is not None else -1,
+                "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers}
+        sender, acc = self._sender, self._accumulator
+        kafka = sender.metrics.snapshot(time.monotonic() * 1000.0,
+                                        in_flight=len(sender.in_flight),
+                                        buffer_total_bytes=acc.buffer_memory,
+                                        buffer_used_bytes=acc.memory_used)
+        return {**kafka, **ours}
 
     def __enter__(self) -> "Producer":
         return self

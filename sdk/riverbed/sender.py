@@ -124,6 +124,8 @@ class Sender:
         if idempotence is not None and accumulator.idempotence is None:
             accumulator.idempotence = idempotence
         self.in_flight: dict[int, _InFlight] = {}
+        # Producer.metrics(): recorded per request and per batch, never per record
+        self.metrics = ProducerMetrics()
         self.running = True
         self.force_close = False
         self._topics: set[str] = set()
@@ -139,8 +141,6 @@ class Sender:
         self._poller_channel = None
         self.requests_sent = 0
         self.batches_expired = 0
-        # Producer.metrics(): recorded per request and per batch, never per record
-        self.metrics = ProducerMetrics()
 
     # -- called from other threads ----------------------------------------------------------
     def wakeup(self) -> None:
