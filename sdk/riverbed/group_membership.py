@@ -265,6 +265,31 @@ class GroupMembership(CommittedOffsets):
             return self._group_call(api, body, timeout_ms or self.request_timeout_ms)
         return self._conn.call(api, body, timeout_ms=timeout_ms or self.request_timeout_ms).body
 
+    def _group_call(self, api: int, body, timeout_ms: int):
+        """JOIN_GROUP / SYNC_GROUP: timed for the metrics (join-time, sync-time) and a CLIENT
+        span `JoinGroup <group>` / `SyncGroup <group>` while tracing (the coordinator's server
+        span is its child)."""
+        assert self._conn is not None
+        name = _GROUP_SPAN_NAMES[api]
+        attrs = {"messaging.system": tracing.SYSTEM, "messaging.operation.name": name,
+                 "messaging.consumer.group.name": self.group_id}
+        with tracing.current_span(f"{name} {self.group_id}", tracing.SpanKind.CLIENT,
+                                  attrs) as span:
+            started = self._clock()
+            resp = self._conn.call(api, body, timeout_ms=timeout_ms).body
+            now = self._clock()
+            if api == ApiKey.JOIN_GROUP:
+                self.metrics.joined(now - started, now)
+            else:
+                self.metrics.synced(now - started, now)
+            if span is not None:
+                span.set_attribute("riverbed.generation_id", int(
+                    resp.generation_id if api == ApiKey.JOIN_GROUP else self.generation_id))
+                if resp.error_code:
+                    span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                                   E.Name(resp.error_code)))
+            return resp
+
     # -- join / sync -----------------------------------------------------------------------
     def _reset_generation(self) -> None:
         self.member_id = ""
@@ -383,31 +408,6 @@ class GroupMembership(CommittedOffsets):
                              for p in tp.partitions)
         self._complete_join(assigned)
         return True
-
-    def _group_call(self, api: int, body, timeout_ms: int):
-        """JOIN_GROUP / SYNC_GROUP: timed for the metrics (join-time, sync-time) and a CLIENT
-        span `JoinGroup <group>` / `SyncGroup <group>` while tracing (the coordinator's server
-        span is its child)."""
-        assert self._conn is not None
-        name = _GROUP_SPAN_NAMES[api]
-        attrs = {"messaging.system": tracing.SYSTEM, "messaging.operation.name": name,
-                 "messaging.consumer.group.name": self.group_id}
-        with tracing.current_span(f"{name} {self.group_id}", tracing.SpanKind.CLIENT,
-                                  attrs) as span:
-            started = self._clock()
-            resp = self._conn.call(api, body, timeout_ms=timeout_ms).body
-            now = self._clock()
-            if api == ApiKey.JOIN_GROUP:
-                self.metrics.joined(now - started, now)
-            else:
-                self.metrics.synced(now - started, now)
-            if span is not None:
-                span.set_attribute("riverbed.generation_id", int(
-                    resp.generation_id if api == ApiKey.JOIN_GROUP else self.generation_id))
-                if resp.error_code:
-                    span.set_status(tracing.Status(tracing.StatusCode.ERROR,
-                                                   E.Name(resp.error_code)))
-            return resp
 
     def _complete_join(self, assigned: frozenset[TopicPartition]) -> None:
         subs = self._subs
