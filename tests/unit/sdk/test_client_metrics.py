@@ -295,3 +295,18 @@ def test_join_sync_and_commit_are_client_spans_named_for_the_group(spans):
         "messaging.operation.name": "commit", "messaging.consumer.group.name": "g",
         "messaging.batch.message_count": 1, "messaging.destination.name": "t",
         "messaging.destination.partition.id": "0", "messaging.kafka.offset": 3}
+
+
+def test_an_async_commit_is_timed_and_its_span_ends_with_the_answer(spans):
+    svc = FakeGroupService()
+    c, _ = make(svc)
+    c.subscribe(["t"])
+    poll_all(c)
+    fut = c.commit_async({TopicPartition("t", 1): 2})
+    assert not [s for s in spans.get_finished_spans() if s.name == "commit t"]
+    c.poll(timeout_ms=0)                       # the answer is handled in a later poll
+    assert fut.result(timeout=0)
+    (commit,) = [s for s in spans.get_finished_spans() if s.name == "commit t"]
+    assert commit.status.is_ok and commit.attributes["messaging.kafka.offset"] == 2
+    assert c.metrics()["commit-total"] == 1 and c._group._commit_sent == {}
+    c.close()
