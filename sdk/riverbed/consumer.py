@@ -31,8 +31,9 @@ import os
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from riverbed import errors, process_owner
+from riverbed import client_otel, errors, process_owner, tracing
 from riverbed._proto.v1 import fetch_pb2, header_pb2
+from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.fetcher import CompletedFetch
 from riverbed.records import HEADER_SIZE, iter_batches, read_header
@@ -117,6 +118,9 @@ class Consumer:
         self._owner_pid = process_owner.current_pid()
         self._iterator_records: collections.deque = collections.deque()
         self._drain_start = 0
+        # Kafka's metrics (riverbed.client_metrics): per poll / fetch / partition of a fetch
+        self._metrics = ConsumerMetrics()
+        self._fetch_sent: dict[int, tuple[float, Any]] = {}   # corr -> (sent ms, CONSUMER span)
         # metrics(): counted per poll / per fetch, never per record
         self._records_consumed = 0
         self._bytes_fetched = 0
@@ -135,11 +139,13 @@ class Consumer:
                 max_poll_interval_ms=max_poll_interval_ms, enable_auto_commit=enable_auto_commit,
                 auto_commit_interval_ms=auto_commit_interval_ms, strategies=strategies,
                 retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms)
+            self._group.metrics = self._metrics
             if topics:
                 self.subscribe(topics)
         elif topics:
             self._subs.subscribed_topics = tuple(topics)
             self._assign_all_partitions(topics)
+        client_otel.register("consumer", self)     # only with the application's MeterProvider
 
     # -- assignment ---------------------------------------------------------------------------
     def _assign_all_partitions(self, topics: Sequence[str]) -> None:
@@ -358,9 +364,24 @@ class Consumer:
                                  current_leader_epoch=-1, log_start_offset=-1,
                                  last_fetched_epoch=-1)
                 epochs[tp] = st.epoch
-        corr = self._conn.channel.send(ApiKey.FETCH, req, timeout_ms=self.request_timeout_ms
-                                       + self.fetch_max_wait_ms)
+        t = tracing.tracer()
+        span = None
+        if t is None:
+            corr = self._conn.channel.send(ApiKey.FETCH, req, timeout_ms=self.request_timeout_ms
+                                           + self.fetch_max_wait_ms)
+        else:
+            span = _fetch_span(t, by_topic, self._subs, self.group_id)
+            try:
+                with tracing.use_span(span, end_on_exit=False):
+                    corr = self._conn.channel.send(ApiKey.FETCH, req,
+                                                   timeout_ms=self.request_timeout_ms
+                                                   + self.fetch_max_wait_ms)
+            except BaseException as e:
+                span.record_exception(e)
+                span.end()
+                raise
         self._fetch_in_flight[corr] = epochs
+        self._fetch_sent[corr] = (_now_ms(), span)
         self._fetch_requests += 1
 
     def _handle_fetch_response(self, resp) -> None:
@@ -368,10 +389,18 @@ class Consumer:
         if epochs is None:
             return
         now = _now_ms()
+        sent_ms, span = self._fetch_sent.pop(resp.correlation_id, (now, None))
+        m = self._metrics
         if not resp.ok:
+            m.fetch_errors += 1
+            if span is not None:
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                               resp.error_message or str(resp.error_code)))
+                span.end()
             if resp.error_code == _REQUEST_TIMED_OUT:
                 self._conn.failover(resp.error_message)
                 self._fetch_in_flight.clear()
+                self._end_fetch_spans()
             err = errors.for_code(resp.error_code, resp.error_message)
             if not err.retriable:
                 self._pending_error = err
@@ -389,6 +418,7 @@ class Consumer:
         payloads = resp.payloads
         i = 0
         refresh = False
+        nbytes = records = 0
         for t in resp.body.topics:
             for p in t.partitions:
                 payload = payloads[i] if i < len(payloads) else b""
@@ -398,17 +428,28 @@ class Consumer:
                 if st is None or epochs.get(tp) != st.epoch:
                     continue        # unassigned or seeked since: drop
                 if p.error_code != 0:
+                    m.fetch_errors += 1
                     refresh |= self._partition_error(tp, st, p, now)
                     continue
                 st.high_watermark = p.high_watermark
-                self._add_completed_fetch(tp, st, payload)
+                size, count = self._add_completed_fetch(tp, st, payload)
+                nbytes += size
+                records += count
+                if st.fetch_offset is not None:
+                    m.lag(tp, max(p.high_watermark - st.fetch_offset, 0), now)
+        m.fetched(now - sent_ms, nbytes, records, now)
+        if span is not None:
+            _end_fetch_span(span, resp, records)
         if refresh:
             try:
                 self._conn.fetch_metadata({tp.topic for tp in self._subs.assignment})
             except errors.RiverbedError as e:
                 log.debug("metadata refresh failed: %s", e)
 
-    def _add_completed_fetch(self, tp: TopicPartition, st: PartitionState, payload) -> None:
+    def _add_completed_fetch(self, tp: TopicPartition, st: PartitionState,
+                             payload) -> tuple[int, int]:
+        """Buffers the whole batches of one partition's answer; returns (their bytes, records
+        in them) for the metrics (read from the batch headers, not the records)."""
         buf = getattr(payload, "buffer", payload)
         batches = list(iter_batches(buf))
         if not batches:
@@ -419,12 +460,21 @@ class Consumer:
                         f"a batch of {size} bytes at offset {st.fetch_offset} is larger than "
                         f"max_partition_fetch_bytes={self.max_partition_fetch_bytes}",
                         topic=tp.topic, partition=tp.partition)
-            return
+            return 0, 0
         next_offset = batches[-1][1].next_offset
         self._bytes_fetched += len(buf)
         st.fetch_offset = next_offset
         st.buffered.append(CompletedFetch(tp, buf, batches, next_offset, st.high_watermark,
                                           self.check_crcs))
+        return len(buf), sum(h.records_count for _, h in batches)
+
+    def _end_fetch_spans(self) -> None:
+        """The spans of fetches dropped without an answer (gateway lost)."""
+        sent, self._fetch_sent = self._fetch_sent, {}
+        for _, span in sent.values():
+            if span is not None:
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR, "gateway lost"))
+                span.end()
 
     def _partition_error(self, tp: TopicPartition, st: PartitionState, p, now: float) -> bool:
         if p.error_code == _OFFSET_OUT_OF_RANGE:
@@ -486,7 +536,9 @@ class Consumer:
         if self._closed:
             raise errors.ClientError("consumer is closed")
         max_records = max_records or self.max_poll_records
-        deadline = _now_ms() + max(timeout_ms, 0)
+        now = _now_ms()
+        self._metrics.polled(now)
+        deadline = now + max(timeout_ms, 0)
         chan_recv = None
         while True:
             if self._pending_error is not None:
@@ -503,7 +555,9 @@ class Consumer:
             records = self._drain(max_records)
             if records:
                 self._send_fetches()
-                self._records_consumed += sum(map(len, records.values()))
+                n = sum(map(len, records.values()))
+                self._records_consumed += n
+                self._metrics.consumed(n, _now_ms())
                 return records
             now = _now_ms()
             if now >= deadline and chan_recv is not None:
@@ -547,15 +601,32 @@ class Consumer:
             self._handle_fetch_response(resp)
 
     def metrics(self, raw: bool = False) -> dict[str, Any]:
-        """Counters of this consumer (kafka-python's metrics(), flat like Producer.metrics()):
-        records returned by poll, bytes and FETCH requests, assignment, lag per partition (high
-        watermark - position, where both are known), the group's generation and rebalances."""
+        """This consumer's metrics, one flat dict (kafka-python's metrics(), `raw` accepted and
+        changing nothing). Kafka's consumer metric names, counted per poll, per FETCH answer, per
+        partition of an answer, per commit and per join (riverbed.client_metrics: rates per
+        second and avg/max over two 30 s windows; NaN when nothing was measured in them; times
+        in ms, sizes in bytes):
+
+        records-consumed-rate/-total, records-lag-max (largest hw - next fetch offset seen in
+        the windows), records-lag-max-by-partition ({"topic-partition": the same per
+        partition}), records-lag ({"topic-partition": hw - position} now),
+        bytes-consumed-rate/-total, fetch-rate/-total, fetch-latency-avg/-max,
+        fetch-size-avg/-max, records-per-request-avg, fetch-error-total,
+        time-between-poll-avg/-max (the poll interval), last-poll-seconds-ago,
+        commit-latency-avg/-max, commit-rate/-total (successful commits), rebalance-total,
+        rebalance-rate-per-hour, rebalance-latency-avg/-max/-total, failed-rebalance-total,
+        last-rebalance-seconds-ago, join-time-avg/-max, sync-time-avg/-max,
+        heartbeat-rate/-total, heartbeat-response-time-max, assigned-partitions.
+
+        And Riverbed's own: records_consumed, bytes_fetched, fetch_requests, fetches_in_flight,
+        assigned_partitions, records_lag, records_lag_max (now), group_id, generation_id,
+        rebalances, gateway, gateway_failovers."""
         lag = {}
         for tp, st in self._subs.assignment.items():
             if st.position is not None and st.high_watermark >= 0:
                 lag[f"{tp.topic}-{tp.partition}"] = max(st.high_watermark - st.position, 0)
         group = self._group
-        return {"records_consumed": self._records_consumed,
+        ours = {"records_consumed": self._records_consumed,
                 "bytes_fetched": self._bytes_fetched,
                 "fetch_requests": self._fetch_requests,
                 "fetches_in_flight": len(self._fetch_in_flight),
@@ -570,6 +641,9 @@ class Consumer:
                 "generation_id": group.generation_id if group is not None else -1,
                 "rebalances": group.rebalances if group is not None else 0,
                 "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers}
+        kafka = self._metrics.snapshot(_now_ms(), assigned_partitions=len(self._subs.assignment),
+                                       lag_by_partition=lag)
+        return {**kafka, **ours}
 
     # -- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> "Consumer":
@@ -603,6 +677,8 @@ class Consumer:
                     self._group.close(autocommit)      # auto-commit, revoke, LEAVE_GROUP
             finally:
                 self._closed = True
+                self._end_fetch_spans()
+                client_otel.unregister(self)
                 self._conn.close()
 
     def __enter__(self) -> "Consumer":
@@ -613,3 +689,35 @@ class Consumer:
 
 
 KafkaConsumer = Consumer
+
+
+def _fetch_span(tracer, by_topic: dict[str, list[TopicPartition]], subs: SubscriptionState,
+                group_id: str | None):
+    """A CONSUMER span for one FETCH request (OpenTelemetry messaging conventions: a pull is a
+    `receive` operation, named `poll`)."""
+    topics = list(by_topic)
+    attrs: dict[str, Any] = {"messaging.system": tracing.SYSTEM,
+                             "messaging.operation.type": "receive",
+                             "messaging.operation.name": "poll"}
+    if group_id:
+        attrs["messaging.consumer.group.name"] = group_id
+    if len(topics) == 1:
+        attrs["messaging.destination.name"] = topics[0]
+        parts = by_topic[topics[0]]
+        if len(parts) == 1:
+            attrs["messaging.destination.partition.id"] = str(parts[0].partition)
+            st = subs.assignment.get(parts[0])
+            if st is not None and st.fetch_offset is not None:
+                attrs["messaging.kafka.offset"] = st.fetch_offset
+    name = f"poll {topics[0]}" if len(topics) == 1 else "poll"
+    return tracer.start_span(name, kind=tracing.SpanKind.CONSUMER, attributes=attrs)
+
+
+def _end_fetch_span(span, resp, records: int) -> None:
+    try:
+        span.set_attribute("messaging.batch.message_count", records)
+        if any(p.error_code for t in resp.body.topics for p in t.partitions):
+            span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                           "a partition answered an error"))
+    finally:
+        span.end()

@@ -39,8 +39,9 @@ import logging
 import time
 from typing import Callable, Iterable, Mapping, Sequence
 
-from riverbed import errors
+from riverbed import errors, tracing
 from riverbed._proto.v1 import group_pb2, header_pb2, offset_pb2
+from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import GatewayConnection
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.errors import CommitFailedError, NoOffsetForPartitionError
@@ -79,6 +80,10 @@ E = errors.ErrorCode
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 # ------------------------------------------------------------------------------- membership
+
+# the group APIs with their own span and metric (join-time, sync-time)
+_GROUP_SPAN_NAMES = {ApiKey.JOIN_GROUP: "JoinGroup", ApiKey.SYNC_GROUP: "SyncGroup"}
+
 
 class GroupMembership(CommittedOffsets):
     """One consumer's group membership (join, sync, heartbeats, leave); its committed offsets
@@ -133,6 +138,9 @@ class GroupMembership(CommittedOffsets):
         self._next_auto_commit_ms = 0.0
         self._paused_across_rebalance: set[TopicPartition] = set()
         self._no_committed: set[TopicPartition] = set()     # OFFSET_FETCH said none: reset policy
+        # the Consumer's metrics (it sets its own): join/sync/rebalance/commit/heartbeat times
+        self.metrics = ConsumerMetrics()
+        self._commit_sent: dict = {}        # async commit's future -> (sent ms, span or None)
         # corr -> (offsets, future, callback)
         self._pending_commits: dict[int, tuple[dict, concurrent.futures.Future, Callable | None]] = {}
         self.rebalances = 0
@@ -253,7 +261,34 @@ class GroupMembership(CommittedOffsets):
     def _call(self, api: int, body, timeout_ms: int | None = None):
         """One call on the coordinator connection: the body, or a KafkaError raised."""
         assert self._conn is not None
+        if api in _GROUP_SPAN_NAMES:     # JOIN_GROUP, SYNC_GROUP: timed and traced
+            return self._group_call(api, body, timeout_ms or self.request_timeout_ms)
         return self._conn.call(api, body, timeout_ms=timeout_ms or self.request_timeout_ms).body
+
+    def _group_call(self, api: int, body, timeout_ms: int):
+        """JOIN_GROUP / SYNC_GROUP: timed for the metrics (join-time, sync-time) and a CLIENT
+        span `JoinGroup <group>` / `SyncGroup <group>` while tracing (the coordinator's server
+        span is its child)."""
+        assert self._conn is not None
+        name = _GROUP_SPAN_NAMES[api]
+        attrs = {"messaging.system": tracing.SYSTEM, "messaging.operation.name": name,
+                 "messaging.consumer.group.name": self.group_id}
+        with tracing.current_span(f"{name} {self.group_id}", tracing.SpanKind.CLIENT,
+                                  attrs) as span:
+            started = self._clock()
+            resp = self._conn.call(api, body, timeout_ms=timeout_ms).body
+            now = self._clock()
+            if api == ApiKey.JOIN_GROUP:
+                self.metrics.joined(now - started, now)
+            else:
+                self.metrics.synced(now - started, now)
+            if span is not None:
+                span.set_attribute("riverbed.generation_id", int(
+                    resp.generation_id if api == ApiKey.JOIN_GROUP else self.generation_id))
+                if resp.error_code:
+                    span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                                   E.Name(resp.error_code)))
+            return resp
 
     # -- join / sync -----------------------------------------------------------------------
     def _reset_generation(self) -> None:
@@ -320,11 +355,16 @@ class GroupMembership(CommittedOffsets):
             self._last_owned = self.assigned
         self._prepare_rejoin()
         self._drain_async_commits()
+        started = self._clock()
         while True:
             try:
                 if self._join_and_sync(deadline_ms):
+                    now = self._clock()
+                    self.metrics.rebalanced(now - started, now)
                     return True
+                self.metrics.failed_rebalances += 1
             except errors.KafkaError as e:
+                self.metrics.failed_rebalances += 1
                 if not (e.retriable or e.code in _COORDINATOR_LOST):
                     raise
                 if e.code in _COORDINATOR_LOST:
@@ -398,9 +438,12 @@ class GroupMembership(CommittedOffsets):
             return 0
         try:
             self.ensure_coordinator(now + self.heartbeat_interval_ms)
+            sent = self._clock()
             resp = self._call(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest(
                 group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id),
                 timeout_ms=min(self.request_timeout_ms, self.session_timeout_ms // 2))
+            answered = self._clock()
+            self.metrics.heartbeat(answered - sent, answered)
             code = resp.error_code
         except errors.KafkaError as e:
             code = e.code

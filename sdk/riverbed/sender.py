@@ -27,6 +27,7 @@ import zmq
 from riverbed import errors, tracing
 from riverbed._proto.v1 import header_pb2, produce_pb2, producer_id_pb2
 from riverbed.accumulator import ProducerBatch, RecordAccumulator
+from riverbed.client_metrics import ProducerMetrics
 from riverbed.cluster import GatewayConnection
 from riverbed.idempotence import IdempotenceState, Verdict
 
@@ -51,12 +52,13 @@ def _now_ms() -> float:
 
 
 class _InFlight:
-    __slots__ = ("batches", "deadline_ms", "span")
+    __slots__ = ("batches", "deadline_ms", "span", "sent_ms")
 
-    def __init__(self, batches, deadline_ms, span=None):
+    def __init__(self, batches, deadline_ms, span=None, sent_ms=0.0):
         self.batches: list[ProducerBatch] = batches
         self.deadline_ms: float = deadline_ms
         self.span = span                  # the PRODUCER span while tracing, else None
+        self.sent_ms: float = sent_ms     # request-latency (metrics)
 
 
 def _produce_span(tracer, by_topic: dict, batches: list, acks: int):
@@ -74,6 +76,11 @@ def _produce_span(tracer, by_topic: dict, batches: list, acks: int):
         if len(parts) == 1:
             attrs["messaging.destination.partition.id"] = str(parts[0])
     return tracer.start_span(name, kind=tracing.SpanKind.PRODUCER, attributes=attrs)
+
+
+def _error_name(err: BaseException) -> str:
+    """Kafka's error name for the metrics' errors per code (the class name for others)."""
+    return getattr(err, "name", None) or type(err).__name__
 
 
 def _end_produce_span(span, resp) -> None:
@@ -117,6 +124,8 @@ class Sender:
         if idempotence is not None and accumulator.idempotence is None:
             accumulator.idempotence = idempotence
         self.in_flight: dict[int, _InFlight] = {}
+        # Producer.metrics(): recorded per request and per batch, never per record
+        self.metrics = ProducerMetrics()
         self.running = True
         self.force_close = False
         self._topics: set[str] = set()
@@ -326,6 +335,7 @@ class Sender:
                                                            partition=b.tp.partition), now)
             return
         self.requests_sent += 1
+        self.metrics.request_sent(ordered, now)
         if not expect:
             if span is not None:
                 span.end()
@@ -334,7 +344,7 @@ class Sender:
             return
         for b in ordered:
             b.on_wire = True
-        self.in_flight[corr] = _InFlight(ordered, now + self.request_timeout_ms, span)
+        self.in_flight[corr] = _InFlight(ordered, now + self.request_timeout_ms, span, now)
 
     def _poll(self, ready_delay_ms: float, now: float) -> None:
         chan = self.conn.channel
@@ -408,6 +418,7 @@ class Sender:
         if entry.span is not None:
             _end_produce_span(entry.span, resp)
         now = _now_ms()
+        self.metrics.response(now - entry.sent_ms, now)
         if not resp.ok:
             code, msg = resp.error_code, resp.error_message
             if code == _REQUEST_TIMED_OUT:
@@ -496,6 +507,7 @@ class Sender:
         if retriable and batch.attempts < self.retries and not self.force_close and \
                 now - batch.created_ms < self.delivery_timeout_ms:
             log.debug("retrying %r (attempt %d) after %s", batch, batch.attempts + 1, err)
+            self.metrics.retried(batch.record_count, _error_name(err), now)
             if getattr(err, "refresh_metadata", False):
                 self._topics.add(batch.tp.topic)
                 self._metadata_wanted = True
@@ -517,6 +529,8 @@ class Sender:
             batch.result.complete(base_offset, log_append_time_ms)
 
     def _fail(self, batch: ProducerBatch, err: BaseException) -> None:
+        if not batch.result.is_done:
+            self.metrics.failed(batch.record_count, _error_name(err), _now_ms())
         if self.acc.guarantee_order:
             self.acc.unmute(batch.tp)
         self.acc.deallocate(batch)
