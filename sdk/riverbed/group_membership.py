@@ -164,6 +164,11 @@ class GroupMembership(CommittedOffsets):
 
     # -- subscription ----------------------------------------------------------------------
     @property
+    def join_in_flight(self) -> bool:
+        """True while a cooperative join is in flight (the owned partitions are still fetched)."""
+        return self._bg_steps is not None
+
+    @property
     def subscribed(self) -> bool:
         return bool(self.topics or self.pattern)
 

@@ -186,8 +186,7 @@ class Channel:
         wait = end_ms - now
         if self._deadlines:
             wait = min(wait, self._deadlines[0][0] - now)
-        events = dict(self._poller.poll(max(0, int(wait + 0.999))))
-        ev = events.get(self._sock, 0)
+        ev = self._wait(max(0, int(wait + 0.999)))
         if ev & zmq.POLLOUT:
             self.flush()
         if ev & zmq.POLLIN:
@@ -200,6 +199,11 @@ class Channel:
                 if resp is not None:
                     return resp
         return None
+
+    def _wait(self, timeout_ms: int) -> int:
+        """Block until the socket is readable (or writable while the outbox waits) or
+        timeout_ms passed; the events. riverbed.aio's channel awaits here instead."""
+        return dict(self._poller.poll(timeout_ms)).get(self._sock, 0)
 
     def _match(self, frames: list) -> Response | None:
         try:
