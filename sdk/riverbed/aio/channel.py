@@ -21,6 +21,8 @@ __all__ = ["AsyncChannel"]
 class AsyncChannel(Channel):
     """A Channel whose waits are awaited on the running asyncio loop (inside run_sync)."""
 
+    _send_copy = True   # see Channel._send_copy: no GIL hand-off to pyzmq's garbage thread
+
     def __init__(self, endpoint: str, **kwargs: Any):
         super().__init__(endpoint, **kwargs)
         self._asock = zmq.asyncio.Socket.from_socket(self._sock)
@@ -37,6 +39,12 @@ class AsyncChannel(Channel):
         if self._outbox:
             flags |= zmq.POLLOUT
         return self._asock.poll(timeout_ms, flags)
+
+    def readable(self) -> bool:
+        """A message waits in libzmq (or a request waits to be flushed and can be); reading
+        ZMQ_EVENTS also resets the edge of ZMQ_FD."""
+        ev = self._sock.getsockopt(zmq.EVENTS)
+        return bool(ev & zmq.POLLIN or (self._outbox and ev & zmq.POLLOUT))
 
     def close(self) -> None:
         if not self._closed:

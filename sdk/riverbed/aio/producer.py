@@ -35,9 +35,9 @@ __all__ = ["Producer", "AIOKafkaProducer", "BatchBuilder"]
 
 log = logging.getLogger(__name__)
 
-# After this many sends in a row that did not yield to the loop while the sender waits to be
-# woken, send() yields once (asyncio.sleep(0)): a program that only sends (never awaits) still
-# lets the sender task put full batches on the wire while it appends.
+# send() yields to the loop (asyncio.sleep(0)) once every this many records: a program that
+# only sends (never awaits anything that waits) still lets the sender task handle answers and
+# put batches on the wire as it appends, without paying a loop round per record.
 _YIELD_EVERY = 256
 
 
@@ -48,18 +48,19 @@ class _AioSender(Sender):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._waiter: asyncio.Future[None] | None = None
-        self.woken = False
+        self.woken = False          # a wakeup is pending: the task has not run since
+        self._watched: AsyncChannel | None = None
 
     def wakeup(self) -> None:
+        self.woken = True
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
-        else:
-            self.woken = True
 
     def _poll(self, ready_delay_ms: float, now: float) -> None:
         timeout = self._poll_timeout(ready_delay_ms, now)
-        if timeout > 0 and not self.woken:
+        woken, self.woken = self.woken, False
+        if timeout > 0 and not woken:
             acc = self.acc
             can_send = len(self.in_flight) < self.max_in_flight
             if can_send and acc._ready_seq != acc._seq_at_ready:
@@ -68,23 +69,58 @@ class _AioSender(Sender):
                 acc.sender_sleeping = can_send
             if timeout > 0:
                 bridge.await_(self._wait(timeout))
+                self.woken = False
             acc.sender_sleeping = False
-        self.woken = False
         self.handle_responses()
 
     async def _wait(self, timeout_ms: float) -> None:
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
+        """Until an answer arrives on the gateway's DEALER, a wakeup, or timeout_ms. The DEALER's
+        ZMQ_FD is watched by the loop (add_reader, kept while the channel lives, as zmq.asyncio
+        does) rather than a zmq.asyncio Poller per wait: the sender waits once per request."""
         chan = self.conn.channel
         assert isinstance(chan, AsyncChannel)
-        polled = chan.poll_async(timeout_ms)
-        polled.add_done_callback(lambda _f: waiter.done() or waiter.set_result(None))
+        if chan.readable():
+            return
+        loop = asyncio.get_running_loop()
+        if self._watched is not chan:
+            self._unwatch()
+            loop.add_reader(chan.fileno(), self._on_fd)
+            self._watched = chan
+            if chan.readable():
+                return
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout_ms / 1000.0, self._on_timeout, waiter)
         try:
             await waiter
         finally:
+            timer.cancel()
             self._waiter = None
-            if not polled.done():
-                polled.cancel()
+
+    def _on_fd(self) -> None:
+        chan = self._watched
+        if chan is not None and not chan.closed and chan.readable():   # also resets ZMQ_FD
+            w = self._waiter
+            if w is not None and not w.done():
+                w.set_result(None)
+
+    @staticmethod
+    def _on_timeout(waiter: "asyncio.Future[None]") -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    def _unwatch(self) -> None:
+        chan, self._watched = self._watched, None
+        if chan is not None:
+            try:
+                asyncio.get_running_loop().remove_reader(chan.fileno())
+            except Exception:  # noqa: BLE001 - the socket is closed already
+                pass
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            self._unwatch()
 
 
 class _ProducerCore(_SyncProducer):
@@ -169,7 +205,11 @@ class Producer:
                    headers: Iterable[tuple[str, bytes]] | None = None) -> FutureRecordMetadata:
         """Queue one record; returns its future (`await` it for the RecordMetadata). Waits
         only for the topic's metadata or for buffer memory (max_block_ms)."""
-        core = self._started()
+        core = self._core
+        if core is None or core._closed:
+            core = self._started()
+            if core._closed:
+                raise errors.ClientError("producer is closed")
         try:
             fut = core.send(topic, value, key, partition, headers, timestamp_ms)
         except bridge.WouldBlock:
@@ -177,13 +217,14 @@ class Producer:
                                         timestamp_ms)
             self._sends_without_yield = 0
             return fut
-        sender = self._sender
-        if sender is not None and sender.woken:
-            n = self._sends_without_yield + 1
-            if n >= _YIELD_EVERY:
-                n = 0
-                await asyncio.sleep(0)
-            self._sends_without_yield = n
+        n = self._sends_without_yield + 1
+        if n >= _YIELD_EVERY:
+            n = 0
+            task = self._task
+            if task is not None and task.done():
+                task.result()                   # the sender died: raise why
+            await asyncio.sleep(0)
+        self._sends_without_yield = n
         return fut
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None,
