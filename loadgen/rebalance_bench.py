@@ -6,13 +6,15 @@
 
 Starts its own fleet (ZooKeeper, a controller, 3 storage nodes, group coordinator, offset
 manager, a gateway) on free ports in a temporary directory and stops it at the end (by PID).
-Per strategy (`range`, eager, and `cooperative-sticky`), in the same run, on the same fleet: a
-producer thread writes `--rate` records/s spread over a 12-partition topic; three members (each
-its own process, `member` mode below) share it, 4 partitions each; after `--baseline-s` seconds
-a fourth member joins. The figure is the records/s consumed from the partitions that do not
-move (the same owner before and after), during the rebalance (from the fourth member's start to
-the last assignment change) against the `--baseline-s` seconds before it. Eager members revoke
-everything and stop while the group rejoins; cooperative ones keep fetching what they keep.
+Per strategy (`sticky`, eager, and `cooperative-sticky`: the same target assignment, the
+protocol differs), in the same run, on the same fleet: a producer thread writes `--rate`
+records/s spread over a 12-partition topic; three members (each its own process, `member` mode
+below) share it, 4 partitions each; after `--baseline-s` seconds a fourth member joins. The
+figure is the records/s consumed from the partitions that do not move (the same owner before and
+after) during the rebalance -- from the first member that reacts (revokes, or starts a
+cooperative join) to the last assignment change -- against the `--baseline-s` seconds before
+the fourth member starts. Eager members revoke everything and stop while the group rejoins;
+cooperative ones keep fetching what they keep.
 
 `member` mode (also used by tests/integration/test_cooperative_rebalance.py) prints one line per
 event, flushed at once, with time.monotonic() (CLOCK_MONOTONIC: one clock for all processes):
@@ -20,6 +22,7 @@ event, flushed at once, with time.monotonic() (CLOCK_MONOTONIC: one clock for al
     ASSIGNED <t> p,p,..     the listener's on_partitions_assigned (cooperative: only the added)
     REVOKED <t> p,p,..      on_partitions_revoked
     LOST <t> p,p,..         on_partitions_lost
+    JOINING <t>             a cooperative join of this member started (seen after a poll)
     R <t> <p> <count> <joining>   records of partition p returned by one poll; joining=1 while a
                             cooperative join of this member was in flight (it kept fetching)
 """
@@ -77,11 +80,15 @@ def member_main(argv: list[str]) -> int:
     c.subscribe([args.topic], listener=Printer())
     group = c._group
     assert group is not None
+    was_joining = 0
     try:
         while not stop:
             batch = c.poll(timeout_ms=100)
             joining = int(group.join_in_flight)
             now = time.monotonic()
+            if joining and not was_joining:
+                print(f"JOINING {now:.4f}", flush=True)
+            was_joining = joining
             if batch:
                 print("\n".join(f"R {now:.4f} {tp.partition} {len(recs)} {joining}"
                                 for tp, recs in batch.items()), flush=True)
@@ -115,7 +122,7 @@ class MemberProc:
                 if parts[0] == "R":
                     self.records.append((float(parts[1]), int(parts[2]), int(parts[3]),
                                          int(parts[4])))
-                elif parts[0] in ("ASSIGNED", "REVOKED", "LOST"):
+                elif parts[0] in ("ASSIGNED", "REVOKED", "LOST", "JOINING"):
                     tps = frozenset(int(p) for p in parts[2].split(",")) if len(parts) > 2 \
                         else frozenset()
                     self.events.append((parts[0], float(parts[1]), tps))
@@ -219,7 +226,10 @@ def measure(bootstrap: str, strategy: str, *, rate: float, baseline_s: float,
         wait_until(lambda: balanced(members), "four members with 3 partitions each")
         time.sleep(2 * HEARTBEAT_MS / 1000.0)   # any late event of the rebalance shows up
         snaps = [m.snapshot() for m in members]
-        t_stable = max(t for _, events, _ in snaps for _, t, _ in events if t >= t_join)
+        t_stable = max(t for _, events, _ in snaps for kind, t, _ in events
+                       if t >= t_join and kind != "JOINING")
+        t_start = min((t for _, events, _ in snaps[:3] for kind, t, _ in events
+                       if t >= t_join and kind in ("REVOKED", "JOINING", "LOST")), default=t_join)
         after_owner = {p: i for i, (owned, _, _) in enumerate(snaps) for p in owned}
         kept = {p for p, i in before_owner.items() if after_owner.get(p) == i}
 
@@ -228,8 +238,8 @@ def measure(bootstrap: str, strategy: str, *, rate: float, baseline_s: float,
                        for t, p, n, _ in recs if a <= t < b and p in kept
                        and before_owner.get(p) == i)
         before = kept_records(t_join - baseline_s, t_join) / baseline_s
-        during_s = max(t_stable - t_join, 1e-3)
-        during = kept_records(t_join, t_stable) / during_s
+        during_s = max(t_stable - t_start, 1e-3)
+        during = kept_records(t_start, t_stable) / during_s
         joining_recs = sum(n for _, _, recs in snaps for _, p, n, j in recs if j and p in kept)
         revoked = sorted(p for _, events, _ in snaps for kind, t, tps in events
                          if kind == "REVOKED" and t >= t_join for p in tps)
@@ -265,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             bootstrap = fleet.gateway_endpoint
             assert bootstrap is not None
             for r in range(args.rounds):
-                for strategy in ("range", "cooperative-sticky"):
+                for strategy in ("sticky", "cooperative-sticky"):
                     res = measure(bootstrap, strategy, rate=args.rate, baseline_s=args.baseline_s,
                                   tag=f"{r}-{strategy}")
                     results.append(res)

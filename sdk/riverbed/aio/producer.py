@@ -35,10 +35,15 @@ __all__ = ["Producer", "AIOKafkaProducer", "BatchBuilder"]
 
 log = logging.getLogger(__name__)
 
-# send() yields to the loop (asyncio.sleep(0)) once every this many records: a program that
-# only sends (never awaits anything that waits) still lets the sender task handle answers and
-# put batches on the wire as it appends, without paying a loop round per record.
-_YIELD_EVERY = 256
+# send() yields to the loop (asyncio.sleep(0)) when this long has passed since it last did
+# (checked every _YIELD_CHECK records): a program that only sends (never awaits anything that
+# waits) still lets the sender task handle answers and put what accumulated on the wire, in
+# requests of a few milliseconds' worth of records -- like the sync producer's sender thread,
+# which gets the GIL about every switch interval. A loop round per record would cost more than
+# the record; one request per few records would pay a send syscall (and, on a busy machine, a
+# reschedule) for each.
+_YIELD_INTERVAL_NS = 2_000_000
+_YIELD_CHECK = 32
 
 
 class _AioSender(Sender):
@@ -150,6 +155,7 @@ class Producer:
         self._task: asyncio.Task[None] | None = None
         self._sender: _AioSender | None = None
         self._sends_without_yield = 0
+        self._last_yield_ns = 0
 
     # -- life cycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -218,12 +224,15 @@ class Producer:
             self._sends_without_yield = 0
             return fut
         n = self._sends_without_yield + 1
-        if n >= _YIELD_EVERY:
+        if n >= _YIELD_CHECK:
             n = 0
-            task = self._task
-            if task is not None and task.done():
-                task.result()                   # the sender died: raise why
-            await asyncio.sleep(0)
+            now = time.monotonic_ns()
+            if now - self._last_yield_ns >= _YIELD_INTERVAL_NS:
+                task = self._task
+                if task is not None and task.done():
+                    task.result()               # the sender died: raise why
+                await asyncio.sleep(0)
+                self._last_yield_ns = time.monotonic_ns()
         self._sends_without_yield = n
         return fut
 
