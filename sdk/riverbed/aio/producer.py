@@ -39,10 +39,10 @@ log = logging.getLogger(__name__)
 # (checked every _YIELD_CHECK records): a program that only sends (never awaits anything that
 # waits) still lets the sender task handle answers and put what accumulated on the wire, in
 # requests of a few milliseconds' worth of records -- like the sync producer's sender thread,
-# which gets the GIL about every switch interval. A loop round per record would cost more than
+# which gets the GIL about every switch interval (5 ms). A loop round per record would cost more than
 # the record; one request per few records would pay a send syscall (and, on a busy machine, a
 # reschedule) for each.
-_YIELD_INTERVAL_NS = 2_000_000
+_YIELD_INTERVAL_NS = 5_000_000
 _YIELD_CHECK = 32
 
 
