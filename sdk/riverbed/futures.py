@@ -98,7 +98,7 @@ class BatchResult:
                     if not fut.done():
                         fut.set_result(None)
                 else:
-                    loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(None))
+                    loop.call_soon_threadsafe(_set_done, fut)
             self.add_callback(on_done, None)  # type: ignore[arg-type]
         return fut
 
@@ -110,6 +110,11 @@ class BatchResult:
                 self._callbacks.append((fn, handle))
                 return
         _run_callback(fn, handle)
+
+
+def _set_done(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 # Guards registration against completion; held only for a list append (one lock for all batches).

@@ -51,7 +51,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from typing import Callable, Generator, Iterable, Mapping, Sequence
+from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
 
 from riverbed import errors
 from riverbed._proto.v1 import group_pb2, header_pb2, offset_pb2
@@ -157,7 +157,7 @@ class GroupMembership(CommittedOffsets):
         self._pending_commits: dict[int, tuple[dict, concurrent.futures.Future, Callable | None]] = {}
         self.rebalances = 0
         # cooperative: the join in flight (its steps, the request's correlation id, its answer)
-        self._bg_steps: Generator[tuple[int, object, int], object, bool] | None = None
+        self._bg_steps: Generator[tuple[int, Any, int], Any, bool] | None = None
         self._bg_corr: int | None = None
         self._bg_response = None
         self._bg_next_ms = 0.0          # earliest next background join after a failed one
@@ -389,7 +389,7 @@ class GroupMembership(CommittedOffsets):
         except StopIteration as done:
             return bool(done.value)
 
-    def _join_and_sync_steps(self) -> Generator[tuple[int, object, int], object, bool]:
+    def _join_and_sync_steps(self) -> Generator[tuple[int, Any, int], Any, bool]:
         """JoinGroup then SyncGroup, sans I/O: yields (api, request, timeout_ms) and is sent
         each answer's body; returns True when STABLE, False to retry. Driven by _join_and_sync
         (blocking) or by _background_join (cooperative: answers picked up by later polls)."""
@@ -473,7 +473,7 @@ class GroupMembership(CommittedOffsets):
                 self._lose_partitions()     # not a member any more: join afresh, owning nothing
             self._bg_next_ms = self._clock() + self.retry_backoff_ms
 
-    def _bg_send(self, request: tuple[int, object, int]) -> None:
+    def _bg_send(self, request: tuple[int, Any, int]) -> None:
         api, body, timeout_ms = request
         assert self._conn is not None
         self._bg_corr = self._conn.channel.send(api, body, timeout_ms=timeout_ms)

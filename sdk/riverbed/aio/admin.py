@@ -27,7 +27,7 @@ __all__ = ["Admin", "AIOKafkaAdminClient", "NewTopic", "NewPartitions", "ConfigR
 
 
 class _AdminCore(_SyncAdmin):
-    _sleep = staticmethod(bridge.sleep)
+    _sleep = staticmethod(bridge.sleep)  # type: ignore[assignment]
 
 
 # riverbed.Admin's calls (and kafka-python's names of them) that the asyncio client awaits.

@@ -31,14 +31,15 @@ class AsyncChannel(Channel):
         flags = zmq.POLLIN | (zmq.POLLOUT if self._outbox else 0)
         if timeout_ms <= 0:
             return super()._wait(0)
-        return int(await_(self._asock.poll(timeout_ms, flags)))
+        events: Any = await_(self._asock.poll(timeout_ms, flags))  # type: ignore[call-arg]
+        return int(events)
 
     def poll_async(self, timeout_ms: float, flags: int = zmq.POLLIN) -> "zmq.asyncio.Future":
         """An asyncio future of the socket's events within timeout_ms (for a caller waiting on
         several things at once, like the producer's sender task)."""
         if self._outbox:
             flags |= zmq.POLLOUT
-        return self._asock.poll(timeout_ms, flags)
+        return self._asock.poll(timeout_ms, flags)  # type: ignore[call-arg,return-value]
 
     def readable(self) -> bool:
         """A message waits in libzmq (or a request waits to be flushed and can be); reading

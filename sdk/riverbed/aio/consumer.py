@@ -40,7 +40,7 @@ T = TypeVar("T")
 class _ConsumerCore(_SyncConsumer):
     """riverbed.consumer.Consumer whose waits are asyncio's (run inside run_sync)."""
 
-    _sleep = staticmethod(bridge.sleep)
+    _sleep = staticmethod(bridge.sleep)  # type: ignore[assignment]
 
 
 class Consumer:

@@ -134,11 +134,12 @@ class _ProducerCore(_SyncProducer):
     _sender_class = _AioSender
 
     def _start_io(self) -> None:
-        self._thread = None                         # the sender runs as the aio producer's task
-        self._metadata_changed = bridge.AsyncCondition()
-        self._sender.metadata_changed = self._metadata_changed
+        self._thread = None  # type: ignore[assignment]  # the sender is the aio producer's task
+        cond: Any = bridge.AsyncCondition()        # threading.Condition's interface
+        self._metadata_changed = cond
+        self._sender.metadata_changed = cond
         acc = self._accumulator
-        acc._cond = bridge.AsyncCondition(acc._lock)
+        acc._cond = bridge.AsyncCondition(acc._lock)  # type: ignore[assignment]
 
 
 class Producer:
@@ -261,9 +262,10 @@ class Producer:
             core._wait_on_metadata(topic, partition, time.monotonic() + max_block_ms / 1000.0)
             tp = TopicPartition(topic, partition)
             now = time.time_ns() // 1_000_000
-            return [core._accumulator.append(tp, now if ts is None else ts, key, value,
+            futs = [core._accumulator.append(tp, now if ts is None else ts, key, value,
                                              tuple(headers or ()), max_block_ms=max_block_ms)
                     for key, value, ts, headers in batch._records]
+            return [f for f in futs if f is not None]   # None only with abort_on_new_batch
         futs = await bridge.run_sync(append)
         self._sender.wakeup()  # type: ignore[union-attr]
         return futs[-1]
