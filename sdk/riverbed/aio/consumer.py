@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 
 from riverbed import errors
@@ -41,6 +42,35 @@ class _ConsumerCore(_SyncConsumer):
     """riverbed.consumer.Consumer whose waits are asyncio's (run inside run_sync)."""
 
     _sleep = staticmethod(bridge.sleep)  # type: ignore[assignment]
+
+
+class _Listener(ConsumerRebalanceListener):
+    """Calls the application's listener from the consumer's calls (inside run_sync): aiokafka's
+    listeners may be coroutines, awaited here on the loop."""
+
+    def __init__(self, listener: ConsumerRebalanceListener):
+        self.listener = listener
+
+    def _call(self, method: str, tps: set[TopicPartition]) -> None:
+        fn = getattr(self.listener, method, None)
+        if fn is None:
+            return
+        result = fn(tps)
+        if inspect.isawaitable(result):
+            bridge.await_(result)
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._call("on_partitions_revoked", revoked)
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._call("on_partitions_assigned", assigned)
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        own = getattr(type(self.listener), "on_partitions_lost", None)
+        if own is None or own is ConsumerRebalanceListener.on_partitions_lost:
+            self._call("on_partitions_revoked", lost)     # (it may be a coroutine function)
+        else:
+            self._call("on_partitions_lost", lost)
 
 
 class Consumer:
@@ -103,7 +133,7 @@ class Consumer:
         core = self._started()
         if core._group is None:
             raise errors.ClientError("subscribe() needs a group_id (or use assign())")
-        core.subscribe(topics, pattern, listener)
+        core.subscribe(topics, pattern, None if listener is None else _Listener(listener))
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         self._started().assign(partitions)

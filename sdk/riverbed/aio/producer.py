@@ -35,11 +35,13 @@ __all__ = ["Producer", "AIOKafkaProducer", "BatchBuilder"]
 
 log = logging.getLogger(__name__)
 
-# send() yields to the loop (asyncio.sleep(0)) when this long has passed since it last did
-# (checked every _YIELD_CHECK records): a program that only sends (never awaits anything that
-# waits) still lets the sender task handle answers and put what accumulated on the wire, in
-# requests of a few milliseconds' worth of records -- like the sync producer's sender thread,
-# which gets the GIL about every switch interval (5 ms). A loop round per record would cost more than
+# send() yields to the loop (asyncio.sleep(0)) when the thread has run this long (CPU time,
+# time.thread_time_ns) since it last did, checked every _YIELD_CHECK records: a program that
+# only sends (never awaits anything that waits) still lets the sender task handle answers and
+# put what accumulated on the wire, in requests of a few milliseconds' worth of records -- like
+# the sync producer's sender thread, which gets the GIL after the application thread has held it
+# for the switch interval (5 ms). CPU time, not wall time: on a busy machine a descheduled
+# thread appends nothing, and a request per few records would cost more than the records. A loop round per record would cost more than
 # the record; one request per few records would pay a send syscall (and, on a busy machine, a
 # reschedule) for each.
 _YIELD_INTERVAL_NS = 5_000_000
@@ -227,13 +229,13 @@ class Producer:
         n = self._sends_without_yield + 1
         if n >= _YIELD_CHECK:
             n = 0
-            now = time.monotonic_ns()
+            now = time.thread_time_ns()
             if now - self._last_yield_ns >= _YIELD_INTERVAL_NS:
                 task = self._task
                 if task is not None and task.done():
                     task.result()               # the sender died: raise why
                 await asyncio.sleep(0)
-                self._last_yield_ns = time.monotonic_ns()
+                self._last_yield_ns = time.thread_time_ns()
         self._sends_without_yield = n
         return fut
 

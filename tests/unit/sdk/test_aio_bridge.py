@@ -141,3 +141,26 @@ def test_perf_asyncio_flag_parses_and_refuses_bulk_and_null_sink():
         with pytest.raises(SystemExit):
             options.parse_args(["produce", "--topic", "t", "--num-records", "10",
                                 "--record-size", "10", "--asyncio", extra])
+
+
+def test_an_async_rebalance_listener_is_awaited_from_the_consumer_calls():
+    from riverbed.aio.consumer import _Listener
+    from riverbed.structs import TopicPartition
+    seen = []
+
+    class AiokafkaStyle:
+        async def on_partitions_revoked(self, revoked):
+            await asyncio.sleep(0)
+            seen.append(("revoked", revoked))
+
+        async def on_partitions_assigned(self, assigned):
+            seen.append(("assigned", assigned))
+
+    tp = {TopicPartition("t", 0)}
+
+    def membership_calls(listener):
+        listener.on_partitions_assigned(tp)
+        listener.on_partitions_lost(tp)         # no on_partitions_lost: revoked stands in
+
+    asyncio.run(bridge.run_sync(membership_calls, _Listener(AiokafkaStyle())))
+    assert seen == [("assigned", tp), ("revoked", tp)]
