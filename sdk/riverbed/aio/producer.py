@@ -56,7 +56,6 @@ class _AioSender(Sender):
         super().__init__(*args, **kwargs)
         self._waiter: asyncio.Future[None] | None = None
         self.woken = False          # a wakeup is pending: the task has not run since
-        self._watched: AsyncChannel | None = None
 
     def wakeup(self) -> None:
         self.woken = True
@@ -81,53 +80,22 @@ class _AioSender(Sender):
         self.handle_responses()
 
     async def _wait(self, timeout_ms: float) -> None:
-        """Until an answer arrives on the gateway's DEALER, a wakeup, or timeout_ms. The DEALER's
-        ZMQ_FD is watched by the loop (add_reader, kept while the channel lives, as zmq.asyncio
-        does) rather than a zmq.asyncio Poller per wait: the sender waits once per request."""
+        """Until an answer arrives on the gateway's DEALER (its zmq.asyncio shadow's poll), a
+        wakeup, or timeout_ms."""
         chan = self.conn.channel
         assert isinstance(chan, AsyncChannel)
         if chan.readable():
             return
         loop = asyncio.get_running_loop()
-        if self._watched is not chan:
-            self._unwatch()
-            loop.add_reader(chan.fileno(), self._on_fd)
-            self._watched = chan
-            if chan.readable():
-                return
         waiter = self._waiter = loop.create_future()
-        timer = loop.call_later(timeout_ms / 1000.0, self._on_timeout, waiter)
+        polled = chan.poll_async(timeout_ms)
+        polled.add_done_callback(lambda _f: waiter.done() or waiter.set_result(None))
         try:
             await waiter
         finally:
-            timer.cancel()
             self._waiter = None
-
-    def _on_fd(self) -> None:
-        chan = self._watched
-        if chan is not None and not chan.closed and chan.readable():   # also resets ZMQ_FD
-            w = self._waiter
-            if w is not None and not w.done():
-                w.set_result(None)
-
-    @staticmethod
-    def _on_timeout(waiter: "asyncio.Future[None]") -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    def _unwatch(self) -> None:
-        chan, self._watched = self._watched, None
-        if chan is not None:
-            try:
-                asyncio.get_running_loop().remove_reader(chan.fileno())
-            except Exception:  # noqa: BLE001 - the socket is closed already
-                pass
-
-    def run(self) -> None:
-        try:
-            super().run()
-        finally:
-            self._unwatch()
+            if not polled.done():
+                polled.cancel()
 
 
 class _ProducerCore(_SyncProducer):
