@@ -545,6 +545,14 @@ class GroupMembership(CommittedOffsets):
         # positions: init_positions() from poll (a failure there must not cause a rejoin)
 
     # -- heartbeat / leave -----------------------------------------------------------------
+    def heartbeat_if_due(self) -> None:
+        """A HEARTBEAT if one is due while this member is stable (nothing else: no join, no
+        commit). For a client whose application may be idle between polls (riverbed.aio's
+        consumer sends them from a task of its loop, as aiokafka does)."""
+        if (self.subscribed and self.state is MemberState.STABLE and not self.rejoin_needed
+                and self._bg_steps is None and self._clock() >= self._next_heartbeat_ms):
+            self.heartbeat()
+
     def heartbeat(self) -> int:
         """One HEARTBEAT; returns its error code (also acted upon)."""
         now = self._clock()

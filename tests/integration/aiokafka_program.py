@@ -4,8 +4,9 @@ in its import lines.
 
     python aiokafka_program.py BOOTSTRAP
 
-Produces (send + await, send_and_wait, a batch), consumes with a group and commits, checks
-committed offsets and positions, seeks back, reads from the end offsets, uses the admin client;
+Produces (send + await, send_and_wait, a batch), consumes with a group and commits, stays in
+the group while idle longer than its session timeout, checks committed offsets and positions,
+seeks back, reads from the end offsets, uses the admin client;
 prints "aiokafka program: OK" at the end.
 """
 import asyncio
@@ -70,7 +71,8 @@ async def main(bootstrap):
         await producer.stop()
 
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                auto_offset_reset="earliest", enable_auto_commit=False)
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                session_timeout_ms=6000, heartbeat_interval_ms=1000)
     await consumer.start()
     try:
         seen = []
@@ -82,6 +84,8 @@ async def main(bootstrap):
             sorted(f"value-{i}".encode() for i in range(N))
         tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
         assert consumer.assignment() == {tp0, tp1}
+        # idle longer than the session timeout: the consumer stays in the group (heartbeats)
+        await asyncio.sleep(8)
         await consumer.commit()
         assert await consumer.committed(tp0) == N // 2 + 1
         assert await consumer.committed(tp1) == N // 2 + 3

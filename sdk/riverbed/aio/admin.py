@@ -38,7 +38,7 @@ _CALLS = (
     "describe_groups", "list_group_offsets", "alter_group_offsets", "delete_group_offsets",
     "describe_group_offsets", "plan_reset_offsets", "reset_offsets", "list_consumer_groups",
     "describe_consumer_groups", "list_consumer_group_offsets", "alter_consumer_group_offsets",
-    "delete_consumer_groups",
+    "delete_consumer_groups", "describe_log_dirs", "alter_replica_log_dirs",
 )
 
 

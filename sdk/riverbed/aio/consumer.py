@@ -16,8 +16,9 @@ that talks to the cluster runs through riverbed.aio.bridge.run_sync: while it wa
 answer the loop runs other tasks (no thread). Calls are serialised (an asyncio.Lock): a commit
 issued while getmany() waits runs when that getmany returns (at most its timeout_ms).
 
-Group heartbeats are sent from getone()/getmany() (like the sync consumer's poll): call them at
-least every session_timeout_ms (max_poll_interval_ms is the rebalance timeout).
+Group heartbeats are sent from getone()/getmany() and, while the application does something
+else, from a task of the loop every heartbeat_interval_ms (as aiokafka's); the rejoin after a
+rebalance happens in the next getone()/getmany().
 """
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ class Consumer:
         self._core: _ConsumerCore | None = None
         self._lock = asyncio.Lock()
         self._buffer: collections.deque[ConsumerRecord] = collections.deque()
+        self._heartbeats: asyncio.Task[None] | None = None
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         async with self._lock:
@@ -110,9 +112,34 @@ class Consumer:
                 core._conn.fetch_metadata(self._topics)
             return core
         self._core = await self._run(make)
+        group = self._core._group
+        if group is not None:
+            self._heartbeats = asyncio.ensure_future(
+                self._heartbeat_loop(group.heartbeat_interval_ms / 1000.0))
+
+    async def _heartbeat_loop(self, interval_s: float) -> None:
+        """Heartbeats while no call of the application holds the consumer (a call in progress
+        sends its own)."""
+        core = self._core
+        assert core is not None and core._group is not None
+        group = core._group
+        while not core._closed:
+            await asyncio.sleep(interval_s / 4)
+            if not self._lock.locked():
+                try:
+                    await self._run(group.heartbeat_if_due)
+                except errors.RiverbedError:
+                    pass            # the next getone()/getmany() sees the same and acts
 
     async def stop(self) -> None:
         """Commit (enable_auto_commit), leave the group, close the connections."""
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+            try:
+                await self._heartbeats
+            except asyncio.CancelledError:
+                pass
+            self._heartbeats = None
         if self._core is not None:
             await self._run(self._core.close)
 

@@ -136,3 +136,20 @@ def test_eager_strategies_still_revoke_everything_before_joining():
     assert [e[0] for e in listener.events] == ["assigned", "revoked", "assigned"]
     assert listener.events[1][1] == {tp(p) for p in range(N_PARTS)}
     c.close()
+
+
+def test_heartbeat_if_due_sends_one_only_when_due_and_stable():
+    svc = CooperativeGroupService()
+    c, clock = make(svc, heartbeat_interval_ms=3000)
+    c.subscribe([TOPIC])
+    c.poll(timeout_ms=0)
+    c._group.heartbeat_if_due()
+    assert "HEARTBEAT" not in svc.apis()
+    clock.t += 3000
+    c._group.heartbeat_if_due()
+    assert svc.apis().count("HEARTBEAT") == 1
+    c._group.rejoin_needed = True         # rebalancing: the next poll rejoins, not this
+    clock.t += 3000
+    c._group.heartbeat_if_due()
+    assert svc.apis().count("HEARTBEAT") == 1
+    c.close()
