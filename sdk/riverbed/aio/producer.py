@@ -89,13 +89,18 @@ class _AioSender(Sender):
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
         polled = chan.poll_async(timeout_ms)
-        polled.add_done_callback(lambda _f: waiter.done() or waiter.set_result(None))
+        polled.add_done_callback(lambda _f: _resolve(waiter))
         try:
             await waiter
         finally:
             self._waiter = None
             if not polled.done():
                 polled.cancel()
+
+
+def _resolve(waiter: "asyncio.Future[None]") -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class _ProducerCore(_SyncProducer):
