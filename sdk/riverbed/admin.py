@@ -67,6 +67,9 @@ class Admin(KafkaPythonAdminMixin):
     riverbed.kafka_python_admin). Synchronous; one thread at a time. It belongs to the process that created
     it: after os.fork() the child's copy raises errors.ForkedClientError from every call."""
 
+    # How the admin client waits between retries (riverbed.aio awaits instead).
+    _sleep = staticmethod(time.sleep)
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  client_id: str | None = None, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, bootstrap: str | Sequence[str] | None = None,
@@ -89,7 +92,7 @@ class Admin(KafkaPythonAdminMixin):
             except errors.KafkaError as e:
                 if not e.retriable or time.monotonic() >= deadline:
                     raise
-            time.sleep(self.retry_backoff_ms / 1000.0)
+            self._sleep(self.retry_backoff_ms / 1000.0)
 
     def _check_results(self, results, *, retry_codes: Iterable[int] = ()) -> list[str]:
         """Raise the first non-retriable per-topic error; return names to retry."""
@@ -370,7 +373,7 @@ class Admin(KafkaPythonAdminMixin):
             err = errors.for_code(code, msg)
             if not err.retriable or time.monotonic() >= deadline:
                 raise err
-            time.sleep(self.retry_backoff_ms / 1000.0)
+            self._sleep(self.retry_backoff_ms / 1000.0)
 
     def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
         """Every group the coordinators know (optionally only those in `states`, e.g. "Empty")."""

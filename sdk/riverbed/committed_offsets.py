@@ -236,21 +236,31 @@ class CommittedOffsets:
                 if self._clock() >= end:
                     return
                 continue
-            entry = self._pending_commits.pop(resp.correlation_id, None)
-            if entry is None:
-                continue
-            offsets, fut, callback = entry
-            if not resp.ok:
-                err: errors.RiverbedError | None = errors.for_code(resp.error_code, resp.error_message)
-            else:
-                err = commit_response_error(resp.body)
-            if err is not None:
-                assert isinstance(err, errors.KafkaError)
-                if err.code in _GENERATION_GONE and self.subscribed:
-                    err = self._generation_gone(err)
-                elif err.code in _COORDINATOR_LOST:
-                    self._coordinator_lost(str(err))
-            self._complete(fut, callback, offsets, err)
+            self._commit_answered(resp)
+
+    def _commit_answered(self, resp: Any) -> None:
+        """Complete the async commit this response answers (another request's response goes to
+        _unmatched_response)."""
+        entry = self._pending_commits.pop(resp.correlation_id, None)
+        if entry is None:
+            self._unmatched_response(resp)
+            return
+        offsets, fut, callback = entry
+        if not resp.ok:
+            err: errors.RiverbedError | None = errors.for_code(resp.error_code, resp.error_message)
+        else:
+            err = commit_response_error(resp.body)
+        if err is not None:
+            assert isinstance(err, errors.KafkaError)
+            if err.code in _GENERATION_GONE and self.subscribed:
+                err = self._generation_gone(err)
+            elif err.code in _COORDINATOR_LOST:
+                self._coordinator_lost(str(err))
+        self._complete(fut, callback, offsets, err)
+
+    def _unmatched_response(self, resp: Any) -> None:
+        """A response on the coordinator channel that no async commit awaits (GroupMembership
+        keeps its cooperative join's answer)."""
 
     def _async_commit_done(self, sent_ms: float, span: Any, exc: BaseException | None) -> None:
         if exc is None:

@@ -75,6 +75,9 @@ class Consumer:
     that created it: after os.fork(), the child's copy raises errors.ForkedClientError from
     poll() and every call that talks to the cluster; close() there is a no-op."""
 
+    # How the consumer waits without a socket to wait on (riverbed.aio awaits instead).
+    _sleep = staticmethod(time.sleep)
+
     def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] | None = None,
                  client_id: str | None = None, group_id: str | None = None,
                  fetch_min_bytes: int = 1, fetch_max_wait_ms: int = 500,
@@ -161,7 +164,7 @@ class Consumer:
                 if err is not None:
                     raise errors.for_code(err[0], err[1], topic=missing[0])
                 raise errors.UnknownTopicOrPartitionError("not in metadata", topic=missing[0])
-            time.sleep(self.retry_backoff_ms / 1000.0)
+            self._sleep(self.retry_backoff_ms / 1000.0)
         self._subs.assign(TopicPartition(t, p) for t in topics
                           for p in sorted(meta.partitions_for_topic(t) or ()))
 
@@ -330,7 +333,7 @@ class Consumer:
                       ) -> dict[TopicPartition, Any]:
         return list_offsets(self._conn, want, with_timestamps=with_timestamps,
                             request_timeout_ms=self.request_timeout_ms,
-                            retry_backoff_ms=self.retry_backoff_ms)
+                            retry_backoff_ms=self.retry_backoff_ms, sleep=self._sleep)
 
     # -- fetching -----------------------------------------------------------------------------
     def _fetchable(self, now: float) -> list[TopicPartition]:
@@ -575,11 +578,11 @@ class Consumer:
                 wait = min(wait, max(min(backoffs) - now, 0)) if backoffs else wait
                 if not self._subs.assignment or not backoffs:
                     if wait > 0:
-                        time.sleep(wait / 1000.0)
+                        self._sleep(wait / 1000.0)
                     if _now_ms() >= deadline:
                         return {}
                     continue
-                time.sleep(wait / 1000.0)
+                self._sleep(wait / 1000.0)
                 continue
             resp = chan_recv.recv(int(wait))
             if resp is not None:

@@ -95,6 +95,8 @@ class Producer:
     Thread-safe: any number of threads may call send(). See the module doc for batching,
     retries, ordering and idempotence."""
 
+    _sender_class = Sender      # riverbed.aio's producer runs a Sender whose waits are asyncio's
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  acks: int | str = 1,
                  client_id: str | None = None, batch_size: int = 16384, linger_ms: float = 0,
@@ -171,7 +173,7 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             guarantee_order=max_in_flight_requests_per_connection == 1,
             idempotence=self._idempotence)
-        self._sender = Sender(self._conn, self._accumulator, acks=acks, retries=retries,
+        self._sender = self._sender_class(self._conn, self._accumulator, acks=acks, retries=retries,
                               max_in_flight=max_in_flight_requests_per_connection,
                               max_request_size=max_request_size,
                               request_timeout_ms=request_timeout_ms,
@@ -194,6 +196,11 @@ class Producer:
         self._closed = False
         self._close_timeout_ms = close_timeout_ms
         self._owner_pid = process_owner.current_pid()
+        self._start_io()
+
+    def _start_io(self) -> None:
+        """Start the sender thread; closed at exit, refused after fork. (riverbed.aio's
+        producer runs the same Sender as an asyncio task instead.)"""
         self._thread = threading.Thread(target=self._sender.run, name=f"{self.client_id}-sender",
                                         daemon=True)
         self._thread.start()

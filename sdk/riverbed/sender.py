@@ -346,13 +346,9 @@ class Sender:
             b.on_wire = True
         self.in_flight[corr] = _InFlight(ordered, now + self.request_timeout_ms, span, now)
 
-    def _poll(self, ready_delay_ms: float, now: float) -> None:
+    def _poll_timeout(self, ready_delay_ms: float, now: float) -> float:
+        """How long (ms) the sender may wait for answers and wakeups now."""
         chan = self.conn.channel
-        if self._poller_channel is not chan:
-            self._poller = zmq.Poller()
-            self._poller.register(chan.socket, zmq.POLLIN)
-            self._poller.register(self._wake_r, zmq.POLLIN)
-            self._poller_channel = chan
         timeout = ready_delay_ms
         if self.in_flight:
             timeout = min(timeout, min(f.deadline_ms for f in self.in_flight.values()) - now + 1)
@@ -362,7 +358,16 @@ class Sender:
             timeout = min(timeout, max(self._metadata_next_ms - now, 0))
         if not self.running:
             timeout = min(timeout, 50)
-        timeout = max(0, min(timeout, 1000))
+        return max(0, min(timeout, 1000))
+
+    def _poll(self, ready_delay_ms: float, now: float) -> None:
+        chan = self.conn.channel
+        if self._poller_channel is not chan:
+            self._poller = zmq.Poller()
+            self._poller.register(chan.socket, zmq.POLLIN)
+            self._poller.register(self._wake_r, zmq.POLLIN)
+            self._poller_channel = chan
+        timeout = self._poll_timeout(ready_delay_ms, now)
         if timeout > 0:
             # Sleep unless an append makes something ready meanwhile (the accumulator writes
             # the wake pipe only while sender_sleeping is set, under its lock).
