@@ -182,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="records/s cap over all processes; -1: no cap (default)")
     p.add_argument("--processes", type=_positive_int, default=1, metavar="P")
     p.add_argument("--bulk", action="store_true", help="send with Producer.send_many")
+    p.add_argument("--asyncio", action="store_true",
+                   help="riverbed.aio's producer on an asyncio loop (`await send(...)` per "
+                        "record; not with --bulk or --null-sink)")
     p.add_argument("--null-sink", action="store_true",
                    help="the no-network baseline: the same producer and settings, its requests "
                         "answered in-process by a null sink (loadgen.nullsink) instead of a "
@@ -231,4 +234,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         build_parser().error("e2e needs --record-size >= 8 (the send time rides in the value)")
     if args.mode == "e2e" and not args.throughput > 0:
         build_parser().error("e2e needs a positive --throughput (a fixed rate)")
+    if getattr(args, "asyncio", False) and (args.bulk or args.null_sink):
+        build_parser().error("--asyncio goes with neither --bulk nor --null-sink")
     return args

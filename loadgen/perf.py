@@ -1,7 +1,7 @@
 """`riverbed-perf`: Kafka's perf tools for Riverbed (produce, consume, end-to-end latency).
 
     riverbed-perf produce --bootstrap-server tcp://127.0.0.1:9092 --topic t --num-records 1000000 \\
-        --record-size 100 --throughput -1 [--processes 2] [--bulk] [--acks all] \\
+        --record-size 100 --throughput -1 [--processes 2] [--bulk | --asyncio] [--acks all] \\
         [--producer-prop linger.ms=5 batch.size=65536] [--create-topic --partitions 3 \\
         --replication-factor 3 --topic-config min.insync.replicas=2] [--json out.json] [--plot out.png]
     riverbed-perf consume --bootstrap-server ... --topic t --num-records 1000000 [--consumer-prop k=v]
@@ -11,6 +11,10 @@ Output (stdout): a row every --reporting-interval ms, "N records sent, X records
 Z ms avg latency, W ms max latency.", then a summary with the 50th, 95th, 99th and 99.9th
 percentiles; on a TTY a live progress line on stderr. Exit code 0 when every record was sent
 (or read) without error, 1 otherwise, 2 for bad arguments.
+
+--asyncio runs riverbed.aio's producer on an asyncio loop in each process (`await send(...)`
+per record, the sender a task of the same loop) instead of riverbed.Producer and its sender
+thread: the same settings, batches and futures.
 
 What the latencies mean:
 - produce: from `send()` to the completion of the record's batch (the callback). One callback
@@ -210,6 +214,9 @@ def _producer(spec: dict):
 def produce_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
                    wait_for_start: Callable[[], float]) -> dict:
     """Send spec["num_records"] records; report windows to sink; return the totals."""
+    if spec.get("asyncio"):
+        import asyncio
+        return asyncio.run(_produce_worker_async(spec, wid, sink, wait_for_start))
     producer = _producer(spec)
     sink(("ready", wid, None))
     start = wait_for_start()
@@ -226,6 +233,31 @@ def produce_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
         producer.flush()
     finally:
         producer.close(timeout=30)
+        ticker.stop()
+    windows = stats.finish(stats.last_completion)
+    return {"windows": [w.to_tuple() for w in windows], "records": stats.records,
+            "bytes": stats.bytes, "errors": stats.errors, "start": start,
+            "end": stats.last_completion, "hist": stats.hist.encode(),
+            "metrics": _safe_metrics(producer)}
+
+
+async def _produce_worker_async(spec: dict, wid: int, sink: Callable[[tuple], None],
+                                wait_for_start: Callable[[], float]) -> dict:
+    """produce_worker with riverbed.aio's producer on an asyncio loop (--asyncio)."""
+    from riverbed.aio import Producer as AioProducer
+    producer = AioProducer(bootstrap_servers=spec["bootstrap"], **spec["producer_kwargs"])
+    await producer.start()
+    await producer.partitions_for(spec["topic"])      # metadata before the clock starts
+    sink(("ready", wid, None))
+    start = wait_for_start()
+    stats = WorkerStats(spec["interval_s"], start)
+    ticker = _Ticker(stats, wid, sink)
+    ticker.start()
+    try:
+        await _send_each_async(producer, spec, stats)
+        await producer.flush()
+    finally:
+        await producer.stop(timeout=30)
         ticker.stop()
     windows = stats.finish(stats.last_completion)
     return {"windows": [w.to_tuple() for w in windows], "records": stats.records,
@@ -252,6 +284,27 @@ def _throttle(limiter, n: int) -> None:
         time.sleep(delay)
 
 
+class _BatchGrouper:
+    """Counts each sent record in its batch's _BatchGroup: one callback per batch (futures of
+    one batch share it; private, but optional: without it every record gets its own callback,
+    which is exact but dearer)."""
+
+    __slots__ = ("stats", "key", "group")
+
+    def __init__(self, stats: WorkerStats):
+        self.stats = stats
+        self.key: object = None
+        self.group: _BatchGroup | None = None
+
+    def add(self, fut, t_ns: int, nbytes: int) -> None:
+        key = getattr(fut, "_batch", fut)
+        if key is not self.key:
+            self.key = key
+            self.group = _BatchGroup(self.stats)
+            fut.add_done_callback(self.group.on_done)
+        self.group.add(t_ns, nbytes)  # type: ignore[union-attr]
+
+
 def _send_each(producer, spec: dict, stats: WorkerStats) -> None:
     topic, partition, n = spec["topic"], spec.get("partition"), spec["num_records"]
     values = spec["payloads"]
@@ -260,22 +313,34 @@ def _send_each(producer, spec: dict, stats: WorkerStats) -> None:
     limited = spec["throughput"] > 0
     send = producer.send
     clock = time.perf_counter_ns
-    current_key: object = None
-    group: _BatchGroup | None = None
+    add = _BatchGrouper(stats).add
     for i in range(n):
         if limited:
             _throttle(limiter, 1)
         value = values[i % nv]
         t = clock()
-        fut = send(topic, value, partition=partition)
-        # One callback per batch: futures of one batch share it (private, but optional: without
-        # it every record gets its own callback, which is exact but dearer).
-        key = getattr(fut, "_batch", fut)
-        if key is not current_key:
-            current_key = key
-            group = _BatchGroup(stats)
-            fut.add_done_callback(group.on_done)
-        group.add(t, len(value))  # type: ignore[union-attr]
+        add(send(topic, value, partition=partition), t, len(value))
+
+
+async def _send_each_async(producer, spec: dict, stats: WorkerStats) -> None:
+    """_send_each with riverbed.aio's producer: `await send(...)` per record."""
+    import asyncio
+    topic, partition, n = spec["topic"], spec.get("partition"), spec["num_records"]
+    values = spec["payloads"]
+    nv = len(values)
+    limiter = make_limiter(spec["throughput"], time.perf_counter())
+    limited = spec["throughput"] > 0
+    send = producer.send
+    clock = time.perf_counter_ns
+    add = _BatchGrouper(stats).add
+    for i in range(n):
+        if limited:
+            delay = limiter.take(1, time.perf_counter())
+            if delay >= MIN_SLEEP_S:
+                await asyncio.sleep(delay)
+        value = values[i % nv]
+        t = clock()
+        add(await send(topic, value, partition=partition), t, len(value))
 
 
 def bulk_chunk_records(batch_size: int, mean_value_bytes: float) -> int:
@@ -312,19 +377,12 @@ def _send_stamped(producer, spec: dict, stats: WorkerStats) -> None:
     pad = spec["payloads"][0][_SEND_TS.size:]
     limiter = make_limiter(spec["throughput"], time.perf_counter())
     clock = time.perf_counter_ns
-    current_key: object = None
-    group: _BatchGroup | None = None
+    add = _BatchGrouper(stats).add
     for _ in range(n):
         _throttle(limiter, 1)
         t = clock()
         value = _SEND_TS.pack(time.time_ns()) + pad
-        fut = producer.send(topic, value, partition=partition)
-        key = getattr(fut, "_batch", fut)
-        if key is not current_key:
-            current_key = key
-            group = _BatchGroup(stats)
-            fut.add_done_callback(group.on_done)
-        group.add(t, len(value))  # type: ignore[union-attr]
+        add(producer.send(topic, value, partition=partition), t, len(value))
 
 
 def _consumer(spec: dict):
@@ -576,6 +634,7 @@ def _producer_spec(args, payloads: list[bytes], producer_kwargs: dict) -> dict:
             "producer_kwargs": producer_kwargs, "payloads": payloads,
             "interval_s": args.reporting_interval / 1000.0, "bulk": getattr(args, "bulk", False),
             "bulk_chunk": bulk_chunk_records(batch_size, mean),
+            "asyncio": getattr(args, "asyncio", False),
             "null_sink": getattr(args, "null_sink", False),
             "null_sink_partitions": max(getattr(args, "partitions", 1) or 1,
                                         (args.partition or 0) + 1)}
@@ -598,6 +657,7 @@ def run_produce(args, reporter_factory) -> tuple[Summary, int]:
     config = {"topic": args.topic, "num_records": args.num_records,
               "record_size": args.record_size, "payload_file": args.payload_file,
               "throughput": args.throughput, "processes": args.processes, "bulk": args.bulk,
+              "asyncio": args.asyncio,
               "null_sink": args.null_sink,
               "partition": args.partition, "producer": _jsonable(kwargs),
               "producer_metrics": [r.get("metrics", {}) for r in results]}

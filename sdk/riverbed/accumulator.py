@@ -42,6 +42,7 @@ class ProducerBatch:
     """One batch being filled (then sent, maybe retried) for one partition."""
 
     __slots__ = ("tp", "builder", "result", "created_ms", "attempts", "last_attempt_ms",
+                 "uncompressed_size",
                  "payload", "record_count", "reserved", "full", "producer_epoch",
                  "base_sequence", "stamped", "on_wire", "order", "__weakref__")
 
@@ -53,6 +54,7 @@ class ProducerBatch:
         self.attempts = 0
         self.last_attempt_ms = now_ms
         self.payload: bytes | None = None
+        self.uncompressed_size = 0         # bytes before compression (set when built; metrics)
         self.record_count = 0
         self.reserved = reserved
         self.full = False
@@ -75,6 +77,7 @@ class ProducerBatch:
         """Build the batch bytes (once; a retry sends the same bytes)."""
         if self.payload is None:
             assert self.builder is not None
+            self.uncompressed_size = self.builder.estimated_size
             self.payload = self.builder.build()
             self.builder = None
             self.full = True

@@ -22,7 +22,9 @@ from riverbed._proto.v1 import (
     metadata_pb2,
     offset_pb2,
 )
+from riverbed import log_dirs
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
+from riverbed.log_dirs import NodeLogDirs
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
     GroupDescription,
@@ -65,6 +67,9 @@ class Admin(KafkaPythonAdminMixin):
     riverbed.kafka_python_admin). Synchronous; one thread at a time. It belongs to the process that created
     it: after os.fork() the child's copy raises errors.ForkedClientError from every call."""
 
+    # How the admin client waits between retries (riverbed.aio awaits instead).
+    _sleep = staticmethod(time.sleep)
+
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  client_id: str | None = None, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, bootstrap: str | Sequence[str] | None = None,
@@ -87,7 +92,7 @@ class Admin(KafkaPythonAdminMixin):
             except errors.KafkaError as e:
                 if not e.retriable or time.monotonic() >= deadline:
                     raise
-            time.sleep(self.retry_backoff_ms / 1000.0)
+            self._sleep(self.retry_backoff_ms / 1000.0)
 
     def _check_results(self, results, *, retry_codes: Iterable[int] = ()) -> list[str]:
         """Raise the first non-retriable per-topic error; return names to retry."""
@@ -326,6 +331,35 @@ class Admin(KafkaPythonAdminMixin):
             "adding_replicas": tuple(r.adding_replicas),
             "removing_replicas": tuple(r.removing_replicas)} for r in resp.reassignments}
 
+    # -- log dirs (kafka-log-dirs.sh, KIP-113) ---------------------------------------------------
+    def describe_log_dirs(self, broker_ids: Iterable[int] | None = None,
+                          topics: Iterable[str] | None = None) -> list[NodeLogDirs]:
+        """Each storage node's log dirs (all live nodes unless `broker_ids`): path, state
+        (online / offline / low-space), file-system size and free bytes, and its replicas
+        (only those of `topics` if given) with their sizes and lag."""
+        req = admin_ops_pb2.DescribeLogDirsRequest(broker_ids=list(broker_ids or ()),
+                                                   topics=list(topics or ()))
+        resp = self._call(ApiKey.DESCRIBE_LOG_DIRS, req)
+        if resp.error_code != 0:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        return log_dirs.from_response(resp)
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int, int], str]) -> None:
+        """Move replicas between the log dirs of their nodes: {(topic, partition, node id):
+        absolute log dir}. The node copies the replica while it keeps serving, then swaps;
+        returns once every move is done. A replica the node does not host yet is created
+        there later. Raises the first failure (LogDirNotFoundError, KafkaStorageError, ...)."""
+        req = admin_ops_pb2.AlterReplicaLogDirsRequest()
+        for (topic, partition, node), path in moves.items():
+            req.moves.add(broker_id=node, topic=topic, partition=partition, log_dir=path)
+        resp = self._call(ApiKey.ALTER_REPLICA_LOG_DIRS, req)
+        if resp.error_code != 0:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        for r in resp.results:
+            if r.error_code != 0:
+                raise errors.for_code(r.error_code, f"node {r.broker_id}: {r.error_message}",
+                                      topic=r.topic, partition=r.partition)
+
     # -- consumer groups (kafka-consumer-groups.sh) ------------------------------------------------
     def _group_call(self, api: int, body, error_of: Callable = lambda r: (r.error_code, r.error_message)):
         """A group/offset call; whole-request retriable errors in the body (coordinator loading or
@@ -339,7 +373,7 @@ class Admin(KafkaPythonAdminMixin):
             err = errors.for_code(code, msg)
             if not err.retriable or time.monotonic() >= deadline:
                 raise err
-            time.sleep(self.retry_backoff_ms / 1000.0)
+            self._sleep(self.retry_backoff_ms / 1000.0)
 
     def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
         """Every group the coordinators know (optionally only those in `states`, e.g. "Empty")."""

@@ -16,8 +16,9 @@ import enum
 import logging
 from typing import Any, Callable, Iterable, Mapping
 
-from riverbed import errors
+from riverbed import errors, tracing
 from riverbed._proto.v1 import header_pb2, offset_pb2
+from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import GatewayConnection
 from riverbed.consumer_groups import commit_response_error, normalize_offsets, \
     offsets_to_commit_request
@@ -73,6 +74,8 @@ class CommittedOffsets:
     _no_committed: set[TopicPartition]
     _pending_commits: dict[int, tuple[dict[TopicPartition, OffsetAndMetadata],
                                       concurrent.futures.Future[Any], Callable[..., Any] | None]]
+    _commit_sent: dict[Any, tuple[float, Any]]      # future -> (sent ms, span or None)
+    metrics: ConsumerMetrics
 
     @property
     def subscribed(self) -> bool:
@@ -121,16 +124,45 @@ class CommittedOffsets:
             return
         deadline = self._clock() + (self.request_timeout_ms if timeout_ms is None else timeout_ms)
         self._drain_async_commits()
+        with tracing.current_span(*self._commit_span_args(offsets)) as span:
+            self._commit_sync(offsets, deadline, span)
+
+    def _commit_span_args(self, offsets: Mapping[TopicPartition, Any]) -> tuple:
+        """A CLIENT span `commit <topic>` (messaging operation type `settle`)."""
+        topics = {tp.topic for tp in offsets}
+        attrs: dict[str, Any] = {"messaging.system": tracing.SYSTEM,
+                                 "messaging.operation.type": "settle",
+                                 "messaging.operation.name": "commit",
+                                 "messaging.consumer.group.name": self.group_id,
+                                 "messaging.batch.message_count": len(offsets)}
+        name = "commit"
+        if len(topics) == 1:
+            (topic,) = topics
+            name = f"commit {topic}"
+            attrs["messaging.destination.name"] = topic
+            if len(offsets) == 1:
+                ((tp, om),) = offsets.items()
+                attrs["messaging.destination.partition.id"] = str(tp.partition)
+                attrs["messaging.kafka.offset"] = getattr(om, "offset", om)
+        return name, tracing.SpanKind.CLIENT, attrs
+
+    def _commit_sync(self, offsets: dict, deadline: float, span) -> None:
         while True:
             generation, member = self._commit_identity()
             req = offsets_to_commit_request(self.group_id, generation, member, offsets)
             try:
                 self.ensure_coordinator(deadline)
-                err = commit_response_error(self._call(ApiKey.OFFSET_COMMIT, req))
+                sent = self._clock()
+                resp = self._call(ApiKey.OFFSET_COMMIT, req)
+                answered = self._clock()
+                err = commit_response_error(resp)
             except errors.KafkaError as e:
                 err = e
             if err is None:
+                self.metrics.committed(answered - sent, answered)
                 return
+            if span is not None:
+                span.add_event("commit failed", {"error": getattr(err, "name", str(err))})
             if err.code in _GENERATION_GONE and self.subscribed:
                 raise self._generation_gone(err) from err
             if err.code in _COORDINATOR_LOST:
@@ -156,14 +188,33 @@ class CommittedOffsets:
             generation, member = self._commit_identity()
             conn = self.ensure_coordinator(self._clock() + self.request_timeout_ms)
             req = offsets_to_commit_request(self.group_id, generation, member, offsets)
-            corr = conn.channel.send(ApiKey.OFFSET_COMMIT, req, timeout_ms=self.request_timeout_ms)
+            t = tracing.tracer()
+            span = None
+            if t is None:
+                corr = conn.channel.send(ApiKey.OFFSET_COMMIT, req,
+                                         timeout_ms=self.request_timeout_ms)
+            else:
+                name, kind, attrs = self._commit_span_args(offsets)
+                span = t.start_span(name, kind=kind, attributes=attrs)
+                try:
+                    with tracing.use_span(span, end_on_exit=False):
+                        corr = conn.channel.send(ApiKey.OFFSET_COMMIT, req,
+                                                 timeout_ms=self.request_timeout_ms)
+                except BaseException as e:
+                    span.record_exception(e)
+                    span.end()
+                    raise
         except errors.RiverbedError as e:
             self._complete(fut, callback, offsets, e)
             return fut
         self._pending_commits[corr] = (offsets, fut, callback)
+        self._commit_sent[fut] = (self._clock(), span)
         return fut
 
     def _complete(self, fut, callback, offsets, exc) -> None:
+        sent = self._commit_sent.pop(fut, None)
+        if sent is not None:                 # an async commit that was sent: metrics, span
+            self._async_commit_done(sent[0], sent[1], exc)
         if exc is None:
             fut.set_result(offsets)
         else:
@@ -185,21 +236,41 @@ class CommittedOffsets:
                 if self._clock() >= end:
                     return
                 continue
-            entry = self._pending_commits.pop(resp.correlation_id, None)
-            if entry is None:
-                continue
-            offsets, fut, callback = entry
-            if not resp.ok:
-                err: errors.RiverbedError | None = errors.for_code(resp.error_code, resp.error_message)
-            else:
-                err = commit_response_error(resp.body)
-            if err is not None:
-                assert isinstance(err, errors.KafkaError)
-                if err.code in _GENERATION_GONE and self.subscribed:
-                    err = self._generation_gone(err)
-                elif err.code in _COORDINATOR_LOST:
-                    self._coordinator_lost(str(err))
-            self._complete(fut, callback, offsets, err)
+            self._commit_answered(resp)
+
+    def _commit_answered(self, resp: Any) -> None:
+        """Complete the async commit this response answers (another request's response goes to
+        _unmatched_response)."""
+        entry = self._pending_commits.pop(resp.correlation_id, None)
+        if entry is None:
+            self._unmatched_response(resp)
+            return
+        offsets, fut, callback = entry
+        if not resp.ok:
+            err: errors.RiverbedError | None = errors.for_code(resp.error_code, resp.error_message)
+        else:
+            err = commit_response_error(resp.body)
+        if err is not None:
+            assert isinstance(err, errors.KafkaError)
+            if err.code in _GENERATION_GONE and self.subscribed:
+                err = self._generation_gone(err)
+            elif err.code in _COORDINATOR_LOST:
+                self._coordinator_lost(str(err))
+        self._complete(fut, callback, offsets, err)
+
+    def _unmatched_response(self, resp: Any) -> None:
+        """A response on the coordinator channel that no async commit awaits (GroupMembership
+        keeps its cooperative join's answer)."""
+
+    def _async_commit_done(self, sent_ms: float, span: Any, exc: BaseException | None) -> None:
+        if exc is None:
+            now = self._clock()
+            self.metrics.committed(now - sent_ms, now)
+        if span is not None:
+            if exc is not None:
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                               getattr(exc, "name", None) or str(exc)))
+            span.end()
 
     def _fail_pending_commits(self, exc: BaseException) -> None:
         pending, self._pending_commits = self._pending_commits, {}

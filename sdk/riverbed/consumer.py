@@ -31,8 +31,9 @@ import os
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from riverbed import errors, process_owner
+from riverbed import client_otel, errors, process_owner, tracing
 from riverbed._proto.v1 import fetch_pb2, header_pb2
+from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.fetcher import CompletedFetch
 from riverbed.records import HEADER_SIZE, iter_batches, read_header
@@ -73,6 +74,9 @@ class Consumer:
     Not thread-safe (like kafka-python's): use it from one thread. It belongs to the process
     that created it: after os.fork(), the child's copy raises errors.ForkedClientError from
     poll() and every call that talks to the cluster; close() there is a no-op."""
+
+    # How the consumer waits without a socket to wait on (riverbed.aio awaits instead).
+    _sleep = staticmethod(time.sleep)
 
     def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] | None = None,
                  client_id: str | None = None, group_id: str | None = None,
@@ -117,10 +121,17 @@ class Consumer:
         self._owner_pid = process_owner.current_pid()
         self._iterator_records: collections.deque = collections.deque()
         self._drain_start = 0
+        # Kafka's metrics (riverbed.client_metrics): per poll / fetch / partition of a fetch
+        self._metrics = ConsumerMetrics()
+        self._fetch_sent: dict[int, tuple[float, Any]] = {}   # corr -> (sent ms, CONSUMER span)
         # metrics(): counted per poll / per fetch, never per record
         self._records_consumed = 0
         self._bytes_fetched = 0
         self._fetch_requests = 0
+        self._fetch_responses = 0
+        self._throttle_until_ms = 0.0       # quota: no FETCH before this (throttle_time_ms)
+        self._fetch_throttle_total = 0
+        self._fetch_throttle_max = 0
         self.group_id = group_id
         self._group: GroupMembership | None = None
         if group_id is not None:
@@ -131,11 +142,13 @@ class Consumer:
                 max_poll_interval_ms=max_poll_interval_ms, enable_auto_commit=enable_auto_commit,
                 auto_commit_interval_ms=auto_commit_interval_ms, strategies=strategies,
                 retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms)
+            self._group.metrics = self._metrics
             if topics:
                 self.subscribe(topics)
         elif topics:
             self._subs.subscribed_topics = tuple(topics)
             self._assign_all_partitions(topics)
+        client_otel.register("consumer", self)     # only with the application's MeterProvider
 
     # -- assignment ---------------------------------------------------------------------------
     def _assign_all_partitions(self, topics: Sequence[str]) -> None:
@@ -151,7 +164,7 @@ class Consumer:
                 if err is not None:
                     raise errors.for_code(err[0], err[1], topic=missing[0])
                 raise errors.UnknownTopicOrPartitionError("not in metadata", topic=missing[0])
-            time.sleep(self.retry_backoff_ms / 1000.0)
+            self._sleep(self.retry_backoff_ms / 1000.0)
         self._subs.assign(TopicPartition(t, p) for t in topics
                           for p in sorted(meta.partitions_for_topic(t) or ()))
 
@@ -320,13 +333,15 @@ class Consumer:
                       ) -> dict[TopicPartition, Any]:
         return list_offsets(self._conn, want, with_timestamps=with_timestamps,
                             request_timeout_ms=self.request_timeout_ms,
-                            retry_backoff_ms=self.retry_backoff_ms)
+                            retry_backoff_ms=self.retry_backoff_ms, sleep=self._sleep)
 
     # -- fetching -----------------------------------------------------------------------------
     def _fetchable(self, now: float) -> list[TopicPartition]:
         in_flight = set()
         for parts in self._fetch_in_flight.values():
             in_flight.update(parts)
+        if now < self._throttle_until_ms:
+            return []     # the gateway asked us to wait (quota throttle_time_ms)
         return [tp for tp, st in self._subs.assignment.items()
                 if st.fetch_offset is not None and not st.paused and tp not in in_flight
                 and len(st.buffered) < _MAX_BUFFERED_FETCHES and st.backoff_until_ms <= now]
@@ -352,9 +367,24 @@ class Consumer:
                                  current_leader_epoch=-1, log_start_offset=-1,
                                  last_fetched_epoch=-1)
                 epochs[tp] = st.epoch
-        corr = self._conn.channel.send(ApiKey.FETCH, req, timeout_ms=self.request_timeout_ms
-                                       + self.fetch_max_wait_ms)
+        t = tracing.tracer()
+        span = None
+        if t is None:
+            corr = self._conn.channel.send(ApiKey.FETCH, req, timeout_ms=self.request_timeout_ms
+                                           + self.fetch_max_wait_ms)
+        else:
+            span = _fetch_span(t, by_topic, self._subs, self.group_id)
+            try:
+                with tracing.use_span(span, end_on_exit=False):
+                    corr = self._conn.channel.send(ApiKey.FETCH, req,
+                                                   timeout_ms=self.request_timeout_ms
+                                                   + self.fetch_max_wait_ms)
+            except BaseException as e:
+                span.record_exception(e)
+                span.end()
+                raise
         self._fetch_in_flight[corr] = epochs
+        self._fetch_sent[corr] = (_now_ms(), span)
         self._fetch_requests += 1
 
     def _handle_fetch_response(self, resp) -> None:
@@ -362,10 +392,18 @@ class Consumer:
         if epochs is None:
             return
         now = _now_ms()
+        sent_ms, span = self._fetch_sent.pop(resp.correlation_id, (now, None))
+        m = self._metrics
         if not resp.ok:
+            m.fetch_errors += 1
+            if span is not None:
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                               resp.error_message or str(resp.error_code)))
+                span.end()
             if resp.error_code == _REQUEST_TIMED_OUT:
                 self._conn.failover(resp.error_message)
                 self._fetch_in_flight.clear()
+                self._end_fetch_spans()
             err = errors.for_code(resp.error_code, resp.error_message)
             if not err.retriable:
                 self._pending_error = err
@@ -374,9 +412,16 @@ class Consumer:
                 if st is not None:
                     st.backoff_until_ms = now + self.retry_backoff_ms
             return
+        self._fetch_responses += 1
+        throttle = resp.body.throttle_time_ms
+        if throttle > 0:
+            self._throttle_until_ms = max(self._throttle_until_ms, now + throttle)
+            self._fetch_throttle_total += throttle
+            self._fetch_throttle_max = max(self._fetch_throttle_max, throttle)
         payloads = resp.payloads
         i = 0
         refresh = False
+        nbytes = records = 0
         for t in resp.body.topics:
             for p in t.partitions:
                 payload = payloads[i] if i < len(payloads) else b""
@@ -386,17 +431,28 @@ class Consumer:
                 if st is None or epochs.get(tp) != st.epoch:
                     continue        # unassigned or seeked since: drop
                 if p.error_code != 0:
+                    m.fetch_errors += 1
                     refresh |= self._partition_error(tp, st, p, now)
                     continue
                 st.high_watermark = p.high_watermark
-                self._add_completed_fetch(tp, st, payload)
+                size, count = self._add_completed_fetch(tp, st, payload)
+                nbytes += size
+                records += count
+                if st.fetch_offset is not None:
+                    m.lag(tp, max(p.high_watermark - st.fetch_offset, 0), now)
+        m.fetched(now - sent_ms, nbytes, records, now)
+        if span is not None:
+            _end_fetch_span(span, resp, records)
         if refresh:
             try:
                 self._conn.fetch_metadata({tp.topic for tp in self._subs.assignment})
             except errors.RiverbedError as e:
                 log.debug("metadata refresh failed: %s", e)
 
-    def _add_completed_fetch(self, tp: TopicPartition, st: PartitionState, payload) -> None:
+    def _add_completed_fetch(self, tp: TopicPartition, st: PartitionState,
+                             payload) -> tuple[int, int]:
+        """Buffers the whole batches of one partition's answer; returns (their bytes, records
+        in them) for the metrics (read from the batch headers, not the records)."""
         buf = getattr(payload, "buffer", payload)
         batches = list(iter_batches(buf))
         if not batches:
@@ -407,12 +463,21 @@ class Consumer:
                         f"a batch of {size} bytes at offset {st.fetch_offset} is larger than "
                         f"max_partition_fetch_bytes={self.max_partition_fetch_bytes}",
                         topic=tp.topic, partition=tp.partition)
-            return
+            return 0, 0
         next_offset = batches[-1][1].next_offset
         self._bytes_fetched += len(buf)
         st.fetch_offset = next_offset
         st.buffered.append(CompletedFetch(tp, buf, batches, next_offset, st.high_watermark,
                                           self.check_crcs))
+        return len(buf), sum(h.records_count for _, h in batches)
+
+    def _end_fetch_spans(self) -> None:
+        """The spans of fetches dropped without an answer (gateway lost)."""
+        sent, self._fetch_sent = self._fetch_sent, {}
+        for _, span in sent.values():
+            if span is not None:
+                span.set_status(tracing.Status(tracing.StatusCode.ERROR, "gateway lost"))
+                span.end()
 
     def _partition_error(self, tp: TopicPartition, st: PartitionState, p, now: float) -> bool:
         if p.error_code == _OFFSET_OUT_OF_RANGE:
@@ -474,7 +539,9 @@ class Consumer:
         if self._closed:
             raise errors.ClientError("consumer is closed")
         max_records = max_records or self.max_poll_records
-        deadline = _now_ms() + max(timeout_ms, 0)
+        now = _now_ms()
+        self._metrics.polled(now)
+        deadline = now + max(timeout_ms, 0)
         chan_recv = None
         while True:
             if self._pending_error is not None:
@@ -491,7 +558,9 @@ class Consumer:
             records = self._drain(max_records)
             if records:
                 self._send_fetches()
-                self._records_consumed += sum(map(len, records.values()))
+                n = sum(map(len, records.values()))
+                self._records_consumed += n
+                self._metrics.consumed(n, _now_ms())
                 return records
             now = _now_ms()
             if now >= deadline and chan_recv is not None:
@@ -504,14 +573,16 @@ class Consumer:
                 # nothing to wait for but backoffs
                 backoffs = [st.backoff_until_ms for st in self._subs.assignment.values()
                             if st.backoff_until_ms > now]
+                if self._throttle_until_ms > now:
+                    backoffs.append(self._throttle_until_ms)
                 wait = min(wait, max(min(backoffs) - now, 0)) if backoffs else wait
                 if not self._subs.assignment or not backoffs:
                     if wait > 0:
-                        time.sleep(wait / 1000.0)
+                        self._sleep(wait / 1000.0)
                     if _now_ms() >= deadline:
                         return {}
                     continue
-                time.sleep(wait / 1000.0)
+                self._sleep(wait / 1000.0)
                 continue
             resp = chan_recv.recv(int(wait))
             if resp is not None:
@@ -533,18 +604,39 @@ class Consumer:
             self._handle_fetch_response(resp)
 
     def metrics(self, raw: bool = False) -> dict[str, Any]:
-        """Counters of this consumer (kafka-python's metrics(), flat like Producer.metrics()):
-        records returned by poll, bytes and FETCH requests, assignment, lag per partition (high
-        watermark - position, where both are known), the group's generation and rebalances."""
+        """This consumer's metrics, one flat dict (kafka-python's metrics(), `raw` accepted and
+        changing nothing). Kafka's consumer metric names, counted per poll, per FETCH answer, per
+        partition of an answer, per commit and per join (riverbed.client_metrics: rates per
+        second and avg/max over two 30 s windows; NaN when nothing was measured in them; times
+        in ms, sizes in bytes):
+
+        records-consumed-rate/-total, records-lag-max (largest hw - next fetch offset seen in
+        the windows), records-lag-max-by-partition ({"topic-partition": the same per
+        partition}), records-lag ({"topic-partition": hw - position} now),
+        bytes-consumed-rate/-total, fetch-rate/-total, fetch-latency-avg/-max,
+        fetch-size-avg/-max, records-per-request-avg, fetch-error-total,
+        time-between-poll-avg/-max (the poll interval), last-poll-seconds-ago,
+        commit-latency-avg/-max, commit-rate/-total (successful commits), rebalance-total,
+        rebalance-rate-per-hour, rebalance-latency-avg/-max/-total, failed-rebalance-total,
+        last-rebalance-seconds-ago, join-time-avg/-max, sync-time-avg/-max,
+        heartbeat-rate/-total, heartbeat-response-time-max, assigned-partitions.
+
+        And Riverbed's own: records_consumed, bytes_fetched, fetch_requests, fetches_in_flight,
+        assigned_partitions, records_lag, records_lag_max (now), group_id, generation_id,
+        rebalances, gateway, gateway_failovers."""
         lag = {}
         for tp, st in self._subs.assignment.items():
             if st.position is not None and st.high_watermark >= 0:
                 lag[f"{tp.topic}-{tp.partition}"] = max(st.high_watermark - st.position, 0)
         group = self._group
-        return {"records_consumed": self._records_consumed,
+        ours = {"records_consumed": self._records_consumed,
                 "bytes_fetched": self._bytes_fetched,
                 "fetch_requests": self._fetch_requests,
                 "fetches_in_flight": len(self._fetch_in_flight),
+                # quotas: throttle_time_ms of the gateway's FETCH answers (Kafka's
+                # fetch-throttle-time-max / -avg, over the consumer's life)
+                "fetch_throttle_time_max": self._fetch_throttle_max,
+                "fetch_throttle_time_avg": self._fetch_throttle_total / max(self._fetch_responses, 1),
                 "assigned_partitions": len(self._subs.assignment),
                 "records_lag": lag,
                 "records_lag_max": max(lag.values(), default=0),
@@ -552,6 +644,9 @@ class Consumer:
                 "generation_id": group.generation_id if group is not None else -1,
                 "rebalances": group.rebalances if group is not None else 0,
                 "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers}
+        kafka = self._metrics.snapshot(_now_ms(), assigned_partitions=len(self._subs.assignment),
+                                       lag_by_partition=lag)
+        return {**kafka, **ours}
 
     # -- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> "Consumer":
@@ -585,6 +680,8 @@ class Consumer:
                     self._group.close(autocommit)      # auto-commit, revoke, LEAVE_GROUP
             finally:
                 self._closed = True
+                self._end_fetch_spans()
+                client_otel.unregister(self)
                 self._conn.close()
 
     def __enter__(self) -> "Consumer":
@@ -595,3 +692,35 @@ class Consumer:
 
 
 KafkaConsumer = Consumer
+
+
+def _fetch_span(tracer, by_topic: dict[str, list[TopicPartition]], subs: SubscriptionState,
+                group_id: str | None):
+    """A CONSUMER span for one FETCH request (OpenTelemetry messaging conventions: a pull is a
+    `receive` operation, named `poll`)."""
+    topics = list(by_topic)
+    attrs: dict[str, Any] = {"messaging.system": tracing.SYSTEM,
+                             "messaging.operation.type": "receive",
+                             "messaging.operation.name": "poll"}
+    if group_id:
+        attrs["messaging.consumer.group.name"] = group_id
+    if len(topics) == 1:
+        attrs["messaging.destination.name"] = topics[0]
+        parts = by_topic[topics[0]]
+        if len(parts) == 1:
+            attrs["messaging.destination.partition.id"] = str(parts[0].partition)
+            st = subs.assignment.get(parts[0])
+            if st is not None and st.fetch_offset is not None:
+                attrs["messaging.kafka.offset"] = st.fetch_offset
+    name = f"poll {topics[0]}" if len(topics) == 1 else "poll"
+    return tracer.start_span(name, kind=tracing.SpanKind.CONSUMER, attributes=attrs)
+
+
+def _end_fetch_span(span, resp, records: int) -> None:
+    try:
+        span.set_attribute("messaging.batch.message_count", records)
+        if any(p.error_code for t in resp.body.topics for p in t.partitions):
+            span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                           "a partition answered an error"))
+    finally:
+        span.end()

@@ -14,7 +14,7 @@ __all__ = ["ConsumerRebalanceListener", "GroupListing", "MemberDescription", "Gr
            "PartitionLag", "offsets_to_commit_request", "commit_response_error",
            "normalize_offsets", "normalize_strategies", "STRATEGIES"]
 
-STRATEGIES = ("range", "roundrobin", "sticky")
+STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
 
 # ------------------------------------------------------------------------------- public types
@@ -148,7 +148,8 @@ def normalize_strategies(strategy: str | Sequence[str] | None) -> tuple[str, ...
         if not isinstance(name, str):
             raise ValueError(f"partition_assignment_strategy: {s!r} is not a strategy name")
         key = name.lower().replace("partitionassignor", "").replace("assignor", "").replace("_", "")
-        key = {"roundrobin": "roundrobin", "round-robin": "roundrobin"}.get(key, key)
+        key = {"roundrobin": "roundrobin", "round-robin": "roundrobin",
+               "cooperativesticky": "cooperative-sticky"}.get(key, key)
         if key not in STRATEGIES:
             raise ValueError(f"partition_assignment_strategy {name!r}: expected one of {STRATEGIES}")
         if key not in out:

@@ -5,12 +5,18 @@ A `concurrent.futures.Future` costs ~2 µs per record (RECIPES.md); a slotted ha
 `Producer.send` returns a `FutureRecordMetadata` that only knows its batch's `BatchResult` and its
 index in the batch: offset = batch base offset + index. The batch result is completed once by the
 sender thread; waiting, `done()` and callbacks all go through it.
+
+In asyncio code a record's future is awaitable (`await fut` -> RecordMetadata, as aiokafka's):
+the first await on a pending batch makes one asyncio future for the whole batch, completed on
+the awaiting loop when the batch completes (from riverbed.aio's sender task or from a sync
+producer's sender thread alike).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 from riverbed import errors, process_owner
 from riverbed.structs import RecordMetadata
@@ -24,7 +30,7 @@ class BatchResult:
     """The outcome of one produced batch: base offset (or -1) and log-append time, or an error."""
 
     __slots__ = ("topic", "partition", "base_offset", "log_append_time_ms", "error",
-                 "_event", "_callbacks", "_done", "_owner_pid")
+                 "_event", "_callbacks", "_done", "_owner_pid", "_aio")
 
     def __init__(self, topic: str, partition: int):
         self.topic = topic
@@ -36,6 +42,7 @@ class BatchResult:
         self._callbacks: list | None = None
         self._done = False
         self._owner_pid = process_owner.current_pid()   # the sender thread lives there
+        self._aio: asyncio.Future | None = None         # made by the first await
 
     @property
     def is_done(self) -> bool:
@@ -78,6 +85,23 @@ class BatchResult:
             for fn, handle in callbacks:
                 _run_callback(fn, handle)
 
+    def asyncio_future(self) -> "asyncio.Future[None]":
+        """An asyncio future (of the running loop) done when this batch completes."""
+        fut = self._aio
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            loop_thread = threading.get_ident()
+            fut = self._aio = loop.create_future()
+
+            def on_done(_handle: Any) -> None:
+                if threading.get_ident() == loop_thread:
+                    if not fut.done():
+                        fut.set_result(None)
+                else:
+                    loop.call_soon_threadsafe(_set_done, fut)
+            self.add_callback(on_done, None)  # type: ignore[arg-type]
+        return fut
+
     def add_callback(self, fn: Callable[[Any], Any], handle: "FutureRecordMetadata") -> None:
         with _CALLBACK_LOCK:
             if not self._done:
@@ -86,6 +110,11 @@ class BatchResult:
                 self._callbacks.append((fn, handle))
                 return
         _run_callback(fn, handle)
+
+
+def _set_done(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 # Guards registration against completion; held only for a list append (one lock for all batches).
@@ -125,6 +154,15 @@ class FutureRecordMetadata:
         return self._metadata()
 
     get = result  # kafka-python's name
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        """`await fut` in asyncio code: the RecordMetadata, or the send's error raised."""
+        b = self._batch
+        if not b._done:
+            yield from b.asyncio_future().__await__()
+        if b.error is not None:
+            raise b.error
+        return self._metadata()
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         b = self._batch

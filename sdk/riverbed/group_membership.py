@@ -31,17 +31,33 @@ Everything happens inside `Consumer.poll()` (and commit/close), on the caller's 
   poll / commit / close (no background thread).
 - A consumer with group_id and manually assigned partitions commits as a standalone consumer
   (generation -1, empty member id), like Kafka.
+
+Cooperative rebalancing (KIP-429), when every strategy is cooperative (`cooperative-sticky`):
+
+    STABLE --rejoin needed--> STABLE + join in flight --SyncGroup answered--> STABLE
+       ^     (nothing revoked; poll() keeps fetching the     | revoked = owned - new assignment:
+       |      owned partitions; JoinGroup/SyncGroup are      |   commit (auto-commit), then
+       |      sent without waiting and their answers are     |   on_partitions_revoked(revoked);
+       |      picked up by later polls)                      | on_partitions_assigned(added only)
+       +---- a second join at once if anything was revoked --+
+
+  The coordinator's cooperative-sticky assignor withholds a moving partition from its new
+  member until its owner has revoked it (the owner's rejoin opens the next generation), so a
+  partition never has two consumers. A member that loses its generation (UNKNOWN_MEMBER_ID)
+  calls on_partitions_lost and joins afresh (blocking, as it owns nothing).
 """
 from __future__ import annotations
 
 import concurrent.futures
 import logging
 import time
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Generator, Iterable, Mapping, Sequence
 
-from riverbed import errors
+from riverbed import errors, tracing
 from riverbed._proto.v1 import group_pb2, header_pb2, offset_pb2
+from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import GatewayConnection
+from riverbed.coordinator.assignors import COOPERATIVE
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.errors import CommitFailedError, NoOffsetForPartitionError
 from riverbed.consumer_groups import (  # noqa: F401 - re-exported: riverbed.group_membership's names
@@ -77,8 +93,15 @@ log = logging.getLogger(__name__)
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
 CONSUMER_PROTOCOL_TYPE = "consumer"
+_REQUEST_TIMED_OUT = E.Value("REQUEST_TIMED_OUT")
+# While a cooperative join is in flight, poll() looks for its answer at least this often.
+_BACKGROUND_JOIN_POLL_MS = 10.0
 
 # ------------------------------------------------------------------------------- membership
+
+# the group APIs with their own span and metric (join-time, sync-time)
+_GROUP_SPAN_NAMES = {ApiKey.JOIN_GROUP: "JoinGroup", ApiKey.SYNC_GROUP: "SyncGroup"}
+
 
 class GroupMembership(CommittedOffsets):
     """One consumer's group membership (join, sync, heartbeats, leave); its committed offsets
@@ -109,6 +132,8 @@ class GroupMembership(CommittedOffsets):
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.strategies = tuple(strategies)
+        # KIP-429: incremental rebalances when every strategy offered is cooperative
+        self.cooperative = bool(self.strategies) and all(s in COOPERATIVE for s in self.strategies)
         self.retry_backoff_ms = retry_backoff_ms
         self.request_timeout_ms = request_timeout_ms
         self._clock = clock or (lambda: time.monotonic() * 1000.0)
@@ -133,11 +158,24 @@ class GroupMembership(CommittedOffsets):
         self._next_auto_commit_ms = 0.0
         self._paused_across_rebalance: set[TopicPartition] = set()
         self._no_committed: set[TopicPartition] = set()     # OFFSET_FETCH said none: reset policy
+        # the Consumer's metrics (it sets its own): join/sync/rebalance/commit/heartbeat times
+        self.metrics = ConsumerMetrics()
+        self._commit_sent: dict = {}        # async commit's future -> (sent ms, span or None)
         # corr -> (offsets, future, callback)
         self._pending_commits: dict[int, tuple[dict, concurrent.futures.Future, Callable | None]] = {}
         self.rebalances = 0
+        # cooperative: the join in flight (its steps, the request's correlation id, its answer)
+        self._bg_steps: Generator[tuple[int, Any, int], Any, bool] | None = None
+        self._bg_corr: int | None = None
+        self._bg_response = None
+        self._bg_next_ms = 0.0          # earliest next background join after a failed one
 
     # -- subscription ----------------------------------------------------------------------
+    @property
+    def join_in_flight(self) -> bool:
+        """True while a cooperative join is in flight (the owned partitions are still fetched)."""
+        return self._bg_steps is not None
+
     @property
     def subscribed(self) -> bool:
         return bool(self.topics or self.pattern)
@@ -176,11 +214,16 @@ class GroupMembership(CommittedOffsets):
         caller's poll; the deadline is taken on this object's own clock (never mix clocks)."""
         self._drain_async_commits()
         if self.subscribed:
-            if self.rejoin_needed or self.state is not MemberState.STABLE:
+            if self.cooperative and self.state is MemberState.STABLE and \
+                    (self.rejoin_needed or self._bg_steps is not None):
+                self._background_join()     # KIP-429: owned partitions keep being fetched
+            elif self.rejoin_needed or self.state is not MemberState.STABLE:
                 if not self.ensure_active_group(self._clock() + max(timeout_ms, 0)):
                     return
             now = self._clock()
-            if now >= self._next_heartbeat_ms:
+            if self._bg_steps is not None:
+                pass                        # no heartbeat or commit of the old generation now
+            elif now >= self._next_heartbeat_ms:
                 self.heartbeat()
             if (self.enable_auto_commit and self.state is MemberState.STABLE
                     and not self.rejoin_needed and self._clock() >= self._next_auto_commit_ms):
@@ -191,6 +234,10 @@ class GroupMembership(CommittedOffsets):
         """How long poll() may wait before it must come back here (heartbeat / auto-commit)."""
         if not self.subscribed:
             return float("inf")
+        if self._bg_steps is not None or (self.cooperative and self.rejoin_needed
+                                          and self.state is MemberState.STABLE):
+            # a cooperative join in flight: look for its answer soon, fetch meanwhile
+            return max(min(_BACKGROUND_JOIN_POLL_MS, self._bg_next_ms - self._clock()), 0.0)
         if self.rejoin_needed or self.state is not MemberState.STABLE:
             return 0.0
         due = self._next_heartbeat_ms
@@ -200,6 +247,9 @@ class GroupMembership(CommittedOffsets):
 
     # -- coordinator -----------------------------------------------------------------------
     def _coordinator_lost(self, reason: str) -> None:
+        if self._bg_steps is not None:      # its answer will not come on a closed channel
+            self._bg_steps, self._bg_corr, self._bg_response = None, None, None
+            self._bg_next_ms = self._clock() + self.retry_backoff_ms
         if self._conn is not None:
             log.info("[group=%s] coordinator %s lost: %s", self.group_id,
                      self._coordinator_endpoint, reason)
@@ -253,7 +303,34 @@ class GroupMembership(CommittedOffsets):
     def _call(self, api: int, body, timeout_ms: int | None = None):
         """One call on the coordinator connection: the body, or a KafkaError raised."""
         assert self._conn is not None
+        if api in _GROUP_SPAN_NAMES:     # JOIN_GROUP, SYNC_GROUP: timed and traced
+            return self._group_call(api, body, timeout_ms or self.request_timeout_ms)
         return self._conn.call(api, body, timeout_ms=timeout_ms or self.request_timeout_ms).body
+
+    def _group_call(self, api: int, body, timeout_ms: int):
+        """JOIN_GROUP / SYNC_GROUP: timed for the metrics (join-time, sync-time) and a CLIENT
+        span `JoinGroup <group>` / `SyncGroup <group>` while tracing (the coordinator's server
+        span is its child)."""
+        assert self._conn is not None
+        name = _GROUP_SPAN_NAMES[api]
+        attrs = {"messaging.system": tracing.SYSTEM, "messaging.operation.name": name,
+                 "messaging.consumer.group.name": self.group_id}
+        with tracing.current_span(f"{name} {self.group_id}", tracing.SpanKind.CLIENT,
+                                  attrs) as span:
+            started = self._clock()
+            resp = self._conn.call(api, body, timeout_ms=timeout_ms).body
+            now = self._clock()
+            if api == ApiKey.JOIN_GROUP:
+                self.metrics.joined(now - started, now)
+            else:
+                self.metrics.synced(now - started, now)
+            if span is not None:
+                span.set_attribute("riverbed.generation_id", int(
+                    resp.generation_id if api == ApiKey.JOIN_GROUP else self.generation_id))
+                if resp.error_code:
+                    span.set_status(tracing.Status(tracing.StatusCode.ERROR,
+                                                   E.Name(resp.error_code)))
+            return resp
 
     # -- join / sync -----------------------------------------------------------------------
     def _reset_generation(self) -> None:
@@ -271,8 +348,9 @@ class GroupMembership(CommittedOffsets):
             log.exception("[group=%s] %s raised", self.group_id, method)
 
     def _prepare_rejoin(self) -> None:
-        """Before JoinGroup (Kafka's eager onJoinPrepare): commit, revoke, clear."""
-        if self.state is MemberState.STABLE:
+        """Before JoinGroup (Kafka's eager onJoinPrepare): commit, revoke, clear. Cooperative
+        members revoke nothing here: _complete_join revokes what the new assignment lacks."""
+        if self.state is MemberState.STABLE and not self.cooperative:
             owned = set(self.assigned)
             member_valid = self.generation_id >= 0 and bool(self.member_id)
             if member_valid:
@@ -320,11 +398,16 @@ class GroupMembership(CommittedOffsets):
             self._last_owned = self.assigned
         self._prepare_rejoin()
         self._drain_async_commits()
+        started = self._clock()
         while True:
             try:
                 if self._join_and_sync(deadline_ms):
+                    now = self._clock()
+                    self.metrics.rebalanced(now - started, now)
                     return True
+                self.metrics.failed_rebalances += 1
             except errors.KafkaError as e:
+                self.metrics.failed_rebalances += 1
                 if not (e.retriable or e.code in _COORDINATOR_LOST):
                     raise
                 if e.code in _COORDINATOR_LOST:
@@ -335,10 +418,23 @@ class GroupMembership(CommittedOffsets):
             self._backoff()
 
     def _join_and_sync(self, deadline_ms: float) -> bool:
-        """One JoinGroup + SyncGroup. True when STABLE; False to retry (after backoff)."""
+        """One JoinGroup + SyncGroup, waiting for each answer. True when STABLE; False to retry
+        (after backoff)."""
         self.ensure_coordinator(deadline_ms)
+        steps = self._join_and_sync_steps()
+        try:
+            api, body, timeout_ms = next(steps)
+            while True:
+                api, body, timeout_ms = steps.send(self._call(api, body, timeout_ms=timeout_ms))
+        except StopIteration as done:
+            return bool(done.value)
+
+    def _join_and_sync_steps(self) -> Generator[tuple[int, Any, int], Any, bool]:
+        """JoinGroup then SyncGroup, sans I/O: yields (api, request, timeout_ms) and is sent
+        each answer's body; returns True when STABLE, False to retry. Driven by _join_and_sync
+        (blocking) or by _background_join (cooperative: answers picked up by later polls)."""
         join_timeout = self.max_poll_interval_ms + 5000
-        resp = self._call(ApiKey.JOIN_GROUP, self._join_request(), timeout_ms=join_timeout)
+        resp = yield ApiKey.JOIN_GROUP, self._join_request(), join_timeout
         code = resp.error_code
         if code == _UNKNOWN_MEMBER:
             log.info("[group=%s] member id %r unknown: joining afresh", self.group_id, self.member_id)
@@ -354,8 +450,9 @@ class GroupMembership(CommittedOffsets):
         self.generation_id = resp.generation_id
         self.protocol = resp.protocol_name
         self.leader = resp.leader
-        sresp = self._call(ApiKey.SYNC_GROUP, group_pb2.SyncGroupRequest(
-            group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id))
+        sresp = yield ApiKey.SYNC_GROUP, group_pb2.SyncGroupRequest(
+            group_id=self.group_id, generation_id=self.generation_id,
+            member_id=self.member_id), self.request_timeout_ms
         code = sresp.error_code
         if code == _UNKNOWN_MEMBER:
             self._reset_generation()
@@ -369,8 +466,103 @@ class GroupMembership(CommittedOffsets):
         self._complete_join(assigned)
         return True
 
+    # -- cooperative join (KIP-429) ----------------------------------------------------------
+    def _background_join(self) -> None:
+        """One step of a cooperative join that never waits: start it (JoinGroup sent), or pass
+        the answer that arrived to its steps and send the next request (SyncGroup), or finish
+        it. The owned partitions stay assigned and fetched throughout."""
+        now = self._clock()
+        if self._bg_steps is None:
+            if now < self._bg_next_ms:
+                return
+            self._last_owned = self.assigned
+            try:
+                self.ensure_coordinator(now + self.retry_backoff_ms)
+            except errors.KafkaError as e:
+                if not (e.retriable or e.code in _COORDINATOR_LOST):
+                    raise
+                self._bg_next_ms = now + self.retry_backoff_ms
+                return
+            self._bg_steps = self._join_and_sync_steps()
+            self._bg_send(next(self._bg_steps))
+            return
+        self._receive_background()
+        resp, self._bg_response = self._bg_response, None
+        if resp is None:
+            return
+        self._bg_corr = None
+        try:
+            if not resp.ok:
+                raise errors.for_code(resp.error_code, resp.error_message)
+            try:
+                self._bg_send(self._bg_steps.send(resp.body))
+                return
+            except StopIteration as done:
+                joined = bool(done.value)
+        except errors.KafkaError as e:
+            self._bg_steps = None
+            if not (e.retriable or e.code in _COORDINATOR_LOST):
+                raise
+            if e.code in _COORDINATOR_LOST or e.code == _REQUEST_TIMED_OUT:
+                self._coordinator_lost(str(e))
+            log.info("[group=%s] cooperative join: %s; retrying", self.group_id, e)
+            joined = False
+        self._bg_steps = None
+        if not joined:
+            if not self.member_id:
+                self._lose_partitions()     # not a member any more: join afresh, owning nothing
+            self._bg_next_ms = self._clock() + self.retry_backoff_ms
+
+    def _bg_send(self, request: tuple[int, Any, int]) -> None:
+        api, body, timeout_ms = request
+        assert self._conn is not None
+        self._bg_corr = self._conn.channel.send(api, body, timeout_ms=timeout_ms)
+
+    def _receive_background(self) -> None:
+        """Read what arrived on the coordinator channel: the join's answer is kept for
+        _background_join, async commits are completed."""
+        if self._conn is None:
+            return
+        chan = self._conn.channel
+        while self._bg_response is None:
+            resp = chan.recv(0)
+            if resp is None:
+                return
+            if resp.correlation_id == self._bg_corr:
+                self._bg_response = resp
+            else:
+                self._commit_answered(resp)
+
+    def _unmatched_response(self, resp) -> None:
+        if self._bg_corr is not None and resp.correlation_id == self._bg_corr:
+            self._bg_response = resp
+
+    def _lose_partitions(self) -> None:
+        """The generation is gone while partitions were owned (cooperative): they may belong to
+        others already; no commit, on_partitions_lost (Kafka's onPartitionsLost)."""
+        if self.assigned:
+            self._invoke_listener("on_partitions_lost", set(self.assigned))
+        self._paused_across_rebalance |= {tp for tp, st in self._subs.assignment.items()
+                                          if st.paused}
+        self._subs.assign(())
+        self.assigned = frozenset()
+        self._last_owned = frozenset()
+        self.state = MemberState.REBALANCING
+        self.rejoin_needed = True
+
     def _complete_join(self, assigned: frozenset[TopicPartition]) -> None:
         subs = self._subs
+        added = assigned
+        if self.cooperative:
+            # Revoke only what moves; kept partitions keep their positions and buffered records.
+            revoked = self.assigned - assigned
+            added = assigned - self.assigned
+            if revoked:
+                if self.enable_auto_commit:
+                    self._commit_positions_quietly("before revoking")
+                self._invoke_listener("on_partitions_revoked", set(revoked))
+        else:
+            revoked = frozenset()
         subs.assign(sorted(assigned))
         for tp in self._paused_across_rebalance & assigned:
             subs.assignment[tp].paused = True
@@ -378,18 +570,29 @@ class GroupMembership(CommittedOffsets):
         self._no_committed.clear()
         self.assigned = assigned
         self.state = MemberState.STABLE
-        self.rejoin_needed = False
+        # KIP-429: a member that revoked something rejoins at once, so that the next generation
+        # gives the revoked partitions to their new members
+        self.rejoin_needed = bool(revoked)
         self.rebalances += 1
         now = self._clock()
         self._next_heartbeat_ms = now + self.heartbeat_interval_ms
         self.last_heartbeat_ok_ms = now
         self._next_auto_commit_ms = now + self.auto_commit_interval_ms
-        log.info("[group=%s gen=%d] member %s assigned %s (strategy %s)", self.group_id,
-                 self.generation_id, self.member_id, sorted(assigned), self.protocol)
-        self._invoke_listener("on_partitions_assigned", set(assigned))
+        log.info("[group=%s gen=%d] member %s assigned %s (strategy %s%s)", self.group_id,
+                 self.generation_id, self.member_id, sorted(assigned), self.protocol,
+                 f", revoked {sorted(revoked)}" if revoked else "")
+        self._invoke_listener("on_partitions_assigned", set(added))
         # positions: init_positions() from poll (a failure there must not cause a rejoin)
 
     # -- heartbeat / leave -----------------------------------------------------------------
+    def heartbeat_if_due(self) -> None:
+        """A HEARTBEAT if one is due while this member is stable (nothing else: no join, no
+        commit). For a client whose application may be idle between polls (riverbed.aio's
+        consumer sends them from a task of its loop, as aiokafka does)."""
+        if (self.subscribed and self.state is MemberState.STABLE and not self.rejoin_needed
+                and self._bg_steps is None and self._clock() >= self._next_heartbeat_ms):
+            self.heartbeat()
+
     def heartbeat(self) -> int:
         """One HEARTBEAT; returns its error code (also acted upon)."""
         now = self._clock()
@@ -398,9 +601,12 @@ class GroupMembership(CommittedOffsets):
             return 0
         try:
             self.ensure_coordinator(now + self.heartbeat_interval_ms)
+            sent = self._clock()
             resp = self._call(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest(
                 group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id),
                 timeout_ms=min(self.request_timeout_ms, self.session_timeout_ms // 2))
+            answered = self._clock()
+            self.metrics.heartbeat(answered - sent, answered)
             code = resp.error_code
         except errors.KafkaError as e:
             code = e.code
@@ -441,6 +647,7 @@ class GroupMembership(CommittedOffsets):
         async commits."""
         try:
             self._drain_async_commits()
+            self._bg_steps, self._bg_corr, self._bg_response = None, None, None
             if self.subscribed:
                 self._prepare_leave(autocommit)
                 self.leave_group()

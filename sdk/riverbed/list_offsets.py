@@ -3,7 +3,7 @@ retries of retriable per-partition errors after a metadata refresh."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2, list_offsets_pb2
@@ -21,7 +21,8 @@ def _now_ms() -> float:
 
 def list_offsets(conn: GatewayConnection, want: dict[TopicPartition, int], *,
                  with_timestamps: bool = False, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100) -> dict[TopicPartition, Any]:
+                 retry_backoff_ms: int = 100,
+                 sleep: Callable[[float], None] = time.sleep) -> dict[TopicPartition, Any]:
     """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff): tp ->
     offset, or (offset, timestamp) with_timestamps (-1 offset: no record that late)."""
     out: dict[TopicPartition, Any] = {}
@@ -58,5 +59,5 @@ def list_offsets(conn: GatewayConnection, want: dict[TopicPartition, int], *,
                     f"LIST_OFFSETS gave no answer for {sorted(todo)}")
             if any(e.refresh_metadata for e in retry):
                 conn.fetch_metadata({tp.topic for tp in todo})
-            time.sleep(retry_backoff_ms / 1000.0)
+            sleep(retry_backoff_ms / 1000.0)
     return out

@@ -37,7 +37,7 @@ import time
 import weakref
 from typing import Any, Callable, Iterable, Sequence
 
-from riverbed import errors, process_owner
+from riverbed import client_otel, errors, process_owner
 from riverbed.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, ReadyCheck, \
     RecordAccumulator
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
@@ -94,6 +94,8 @@ class Producer:
 
     Thread-safe: any number of threads may call send(). See the module doc for batching,
     retries, ordering and idempotence."""
+
+    _sender_class = Sender      # riverbed.aio's producer runs a Sender whose waits are asyncio's
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  acks: int | str = 1,
@@ -171,7 +173,7 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             guarantee_order=max_in_flight_requests_per_connection == 1,
             idempotence=self._idempotence)
-        self._sender = Sender(self._conn, self._accumulator, acks=acks, retries=retries,
+        self._sender = self._sender_class(self._conn, self._accumulator, acks=acks, retries=retries,
                               max_in_flight=max_in_flight_requests_per_connection,
                               max_request_size=max_request_size,
                               request_timeout_ms=request_timeout_ms,
@@ -194,11 +196,17 @@ class Producer:
         self._closed = False
         self._close_timeout_ms = close_timeout_ms
         self._owner_pid = process_owner.current_pid()
+        self._start_io()
+
+    def _start_io(self) -> None:
+        """Start the sender thread; closed at exit, refused after fork. (riverbed.aio's
+        producer runs the same Sender as an asyncio task instead.)"""
         self._thread = threading.Thread(target=self._sender.run, name=f"{self.client_id}-sender",
                                         daemon=True)
         self._thread.start()
         _LIVE_PRODUCERS.add(self)
         process_owner.register_fork_listener(self)
+        client_otel.register("producer", self)     # only with the application's MeterProvider
 
     def _on_fork(self) -> None:
         """In a forked child: leave the inlined send path so that _send() raises."""
@@ -467,6 +475,7 @@ class Producer:
             self._sender.force_close = True
             self._sender.wakeup()
             self._thread.join()
+        client_otel.unregister(self)
         undelivered = sum(b.record_count for b in pending
                           if b.result.is_done and b.result.error is not None)
         self.undelivered_at_close = undelivered
@@ -483,17 +492,41 @@ class Producer:
     """How many records of the batches pending when close() began failed (0 before close)."""
 
     def metrics(self, raw: bool = False) -> dict[str, Any]:
-        """Counters of this producer (kafka-python's metrics(); flat, `raw` is accepted and
-        changes nothing)."""
+        """This producer's metrics, one flat dict (kafka-python's metrics() with `raw` accepted
+        and changing nothing). Kafka's producer-metrics names, counted per request or per batch
+        (riverbed.client_metrics: rates per second and avg/max over two 30 s windows; NaN when
+        nothing was measured in them; times in ms, sizes in bytes):
+
+        record-send-rate/-total, records-per-request-avg, request-rate/-total,
+        request-size-avg/-max, outgoing-byte-rate/-total, batch-size-avg/-max,
+        compression-rate-avg (compressed / uncompressed), record-queue-time-avg/-max,
+        request-latency-avg/-max, response-total, requests-in-flight, buffer-total-bytes,
+        buffer-available-bytes, record-error-rate/-total, record-retry-rate/-total,
+        errors-by-code ({Kafka error name: batches retried or failed with it}).
+
+        And Riverbed's own: requests_sent, in_flight, buffer_memory_used, batches_expired,
+        idempotent, producer_id, producer_epoch, gateway, gateway_failovers."""
         idem = self._idempotence
-        return {"requests_sent": self._sender.requests_sent,
+        ours = {"requests_sent": self._sender.requests_sent,
                 "in_flight": len(self._sender.in_flight),
                 "buffer_memory_used": self._accumulator.memory_used,
                 "batches_expired": self._sender.batches_expired,
+                # quotas: throttle_time_ms of the gateway's PRODUCE answers (Kafka's
+                # produce-throttle-time-max / -avg, over the producer's life)
+                "produce_throttle_time_max": self._sender.throttle_time_ms_max,
+                "produce_throttle_time_avg": (self._sender.throttle_time_ms_total
+                                              / max(self._sender.produce_responses, 1)),
+                "produce_throttled_responses": self._sender.throttled_responses,
                 "idempotent": self.idempotent,
                 "producer_id": idem.producer_id if idem is not None else -1,
                 "producer_epoch": idem.producer_epoch if idem is not None else -1,
                 "gateway": self._conn.endpoint, "gateway_failovers": self._conn.failovers}
+        sender, acc = self._sender, self._accumulator
+        kafka = sender.metrics.snapshot(time.monotonic() * 1000.0,
+                                        in_flight=len(sender.in_flight),
+                                        buffer_total_bytes=acc.buffer_memory,
+                                        buffer_used_bytes=acc.memory_used)
+        return {**kafka, **ours}
 
     def __enter__(self) -> "Producer":
         return self

@@ -27,6 +27,7 @@ import zmq
 from riverbed import errors, tracing
 from riverbed._proto.v1 import header_pb2, produce_pb2, producer_id_pb2
 from riverbed.accumulator import ProducerBatch, RecordAccumulator
+from riverbed.client_metrics import ProducerMetrics
 from riverbed.cluster import GatewayConnection
 from riverbed.idempotence import IdempotenceState, Verdict
 
@@ -51,12 +52,13 @@ def _now_ms() -> float:
 
 
 class _InFlight:
-    __slots__ = ("batches", "deadline_ms", "span")
+    __slots__ = ("batches", "deadline_ms", "span", "sent_ms")
 
-    def __init__(self, batches, deadline_ms, span=None):
+    def __init__(self, batches, deadline_ms, span=None, sent_ms=0.0):
         self.batches: list[ProducerBatch] = batches
         self.deadline_ms: float = deadline_ms
         self.span = span                  # the PRODUCER span while tracing, else None
+        self.sent_ms: float = sent_ms     # request-latency (metrics)
 
 
 def _produce_span(tracer, by_topic: dict, batches: list, acks: int):
@@ -74,6 +76,11 @@ def _produce_span(tracer, by_topic: dict, batches: list, acks: int):
         if len(parts) == 1:
             attrs["messaging.destination.partition.id"] = str(parts[0])
     return tracer.start_span(name, kind=tracing.SpanKind.PRODUCER, attributes=attrs)
+
+
+def _error_name(err: BaseException) -> str:
+    """Kafka's error name for the metrics' errors per code (the class name for others)."""
+    return getattr(err, "name", None) or type(err).__name__
 
 
 def _end_produce_span(span, resp) -> None:
@@ -117,6 +124,8 @@ class Sender:
         if idempotence is not None and accumulator.idempotence is None:
             accumulator.idempotence = idempotence
         self.in_flight: dict[int, _InFlight] = {}
+        # Producer.metrics(): recorded per request and per batch, never per record
+        self.metrics = ProducerMetrics()
         self.running = True
         self.force_close = False
         self._topics: set[str] = set()
@@ -132,6 +141,13 @@ class Sender:
         self._poller_channel = None
         self.requests_sent = 0
         self.batches_expired = 0
+        # Quotas (KIP-219): a response's throttle_time_ms holds further PRODUCE requests to the
+        # gateway until it has passed (the gateway would hold them anyway).
+        self.throttle_until_ms = 0.0
+        self.throttle_time_ms_max = 0
+        self.throttle_time_ms_total = 0
+        self.throttled_responses = 0
+        self.produce_responses = 0
 
     # -- called from other threads ----------------------------------------------------------
     def wakeup(self) -> None:
@@ -187,11 +203,14 @@ class Sender:
             self._topics |= check.unknown_leader_topics
             self._metadata_wanted = True
         self._expire(now)
-        if check.ready and len(self.in_flight) < self.max_in_flight:
+        throttled = now < self.throttle_until_ms
+        if check.ready and len(self.in_flight) < self.max_in_flight and not throttled:
             batches = self.acc.drain(check.ready, self.max_request_size, now)
             if batches:
                 self._send_produce(batches, now)
         delay = check.next_ready_check_delay_ms
+        if throttled:
+            delay = max(delay, self.throttle_until_ms - now)
         if idem is not None and idem.needs_producer_id:
             delay = min(delay, max(self._pid_next_ms - now, 0))
         return delay
@@ -218,6 +237,14 @@ class Sender:
                         "records", e)
             idem.disable()
             self.acc.guarantee_order = True
+        except errors.ClusterAuthorizationFailedError as e:
+            # The ACLs refuse this principal a producer id (Kafka: fatal for what is pending).
+            # Fail the waiting batches now rather than at delivery_timeout_ms; ask again after
+            # the backoff (an operator may grant Write meanwhile).
+            log.warning("INIT_PRODUCER_ID refused: %s", e)
+            for b in self.acc.abort_all():
+                self._fail(b, e)
+            self._pid_next_ms = now + self.retry_backoff_ms
         except errors.RiverbedError as e:
             # retriable (no controller, timeout, ...) or not: try again after the backoff;
             # batches waiting meanwhile expire with delivery_timeout_ms
@@ -308,6 +335,7 @@ class Sender:
                                                            partition=b.tp.partition), now)
             return
         self.requests_sent += 1
+        self.metrics.request_sent(ordered, now)
         if not expect:
             if span is not None:
                 span.end()
@@ -316,15 +344,11 @@ class Sender:
             return
         for b in ordered:
             b.on_wire = True
-        self.in_flight[corr] = _InFlight(ordered, now + self.request_timeout_ms, span)
+        self.in_flight[corr] = _InFlight(ordered, now + self.request_timeout_ms, span, now)
 
-    def _poll(self, ready_delay_ms: float, now: float) -> None:
+    def _poll_timeout(self, ready_delay_ms: float, now: float) -> float:
+        """How long (ms) the sender may wait for answers and wakeups now."""
         chan = self.conn.channel
-        if self._poller_channel is not chan:
-            self._poller = zmq.Poller()
-            self._poller.register(chan.socket, zmq.POLLIN)
-            self._poller.register(self._wake_r, zmq.POLLIN)
-            self._poller_channel = chan
         timeout = ready_delay_ms
         if self.in_flight:
             timeout = min(timeout, min(f.deadline_ms for f in self.in_flight.values()) - now + 1)
@@ -334,7 +358,16 @@ class Sender:
             timeout = min(timeout, max(self._metadata_next_ms - now, 0))
         if not self.running:
             timeout = min(timeout, 50)
-        timeout = max(0, min(timeout, 1000))
+        return max(0, min(timeout, 1000))
+
+    def _poll(self, ready_delay_ms: float, now: float) -> None:
+        chan = self.conn.channel
+        if self._poller_channel is not chan:
+            self._poller = zmq.Poller()
+            self._poller.register(chan.socket, zmq.POLLIN)
+            self._poller.register(self._wake_r, zmq.POLLIN)
+            self._poller_channel = chan
+        timeout = self._poll_timeout(ready_delay_ms, now)
         if timeout > 0:
             # Sleep unless an append makes something ready meanwhile (the accumulator writes
             # the wake pipe only while sender_sleeping is set, under its lock).
@@ -390,6 +423,7 @@ class Sender:
         if entry.span is not None:
             _end_produce_span(entry.span, resp)
         now = _now_ms()
+        self.metrics.response(now - entry.sent_ms, now)
         if not resp.ok:
             code, msg = resp.error_code, resp.error_message
             if code == _REQUEST_TIMED_OUT:
@@ -401,6 +435,7 @@ class Sender:
                 self._retry_or_fail(b, errors.for_code(code, msg, topic=b.tp.topic,
                                                        partition=b.tp.partition), now)
             return
+        self._note_throttle(resp.body.throttle_time_ms, now)
         answers: dict[tuple[str, int], Any] = {}
         for t in resp.body.topics:
             for p in t.partitions:
@@ -451,6 +486,14 @@ class Sender:
                 if not b.result.is_done:
                     b.result.complete(base, append_time)
 
+    def _note_throttle(self, throttle_ms: int, now: float) -> None:
+        self.produce_responses += 1
+        if throttle_ms > 0:
+            self.throttled_responses += 1
+            self.throttle_time_ms_total += throttle_ms
+            self.throttle_time_ms_max = max(self.throttle_time_ms_max, throttle_ms)
+            self.throttle_until_ms = max(self.throttle_until_ms, now + throttle_ms)
+
     def _fail_in_flight_retriable(self, code: int, msg: str) -> None:
         entries, self.in_flight = list(self.in_flight.values()), {}
         now = _now_ms()
@@ -469,6 +512,7 @@ class Sender:
         if retriable and batch.attempts < self.retries and not self.force_close and \
                 now - batch.created_ms < self.delivery_timeout_ms:
             log.debug("retrying %r (attempt %d) after %s", batch, batch.attempts + 1, err)
+            self.metrics.retried(batch.record_count, _error_name(err), now)
             if getattr(err, "refresh_metadata", False):
                 self._topics.add(batch.tp.topic)
                 self._metadata_wanted = True
@@ -490,6 +534,8 @@ class Sender:
             batch.result.complete(base_offset, log_append_time_ms)
 
     def _fail(self, batch: ProducerBatch, err: BaseException) -> None:
+        if not batch.result.is_done:
+            self.metrics.failed(batch.record_count, _error_name(err), _now_ms())
         if self.acc.guarantee_order:
             self.acc.unmute(batch.tp)
         self.acc.deallocate(batch)

@@ -32,6 +32,12 @@ Shard ownership (group coordinators and offset managers alike; a shard is a part
 `__consumer_offsets`): every live instance of the role registers `<root>/ids/<id>`; the instance
 that serves shard s holds the ephemeral `<root>/shards/<s>`, created when it takes the shard and
 deleted when it gives it up (or gone with its session). Gateways read `<root>/shards/*` to route.
+
+ACLs and client-quota configs keep Kafka's own layout; their paths and codecs live beside the
+authorizer in `services/common/acl/layout.py`: `/kafka-acl/<ResourceType>/<name>`,
+`/kafka-acl-extended/prefixed/<ResourceType>/<name>`, `/kafka-acl-changes/acl_changes_<seq>`,
+`/kafka-acl-extended-changes/acl_changes_<seq>`, `/config/users/<user>`,
+`/config/clients/<client-id>`, `/config/changes/config_change_<seq>` (all persistent).
 """
 from __future__ import annotations
 

@@ -33,8 +33,36 @@ class GatewayConfig:
     # Requests being handled at once at most (Kafka's queued.max.requests): past it the ROUTER
     # stops reading and libzmq pushes back on clients.
     queued_max_requests: int = 500
+    # -- authorization (ACLs in ZooKeeper, services/common/acl) ---------------------------
+    # NONE | CURVE. Sets the default of allow.everyone.if.no.acl.found (CURVE sockets
+    # themselves are configured by the RPC layer with the same key).
+    security_protocol: str = "NONE"
+    # Kafka's key. Empty: true under security.protocol=NONE (today's open fleets keep working),
+    # false under CURVE (a resource with no ACL is closed to everyone but super users).
+    allow_everyone_if_no_acl_found: str = ""
+    # Kafka's key: principals allowed everything, ';'-separated (User:admin;User:ops).
+    super_users: str = ""
+    # FOR TESTS OF ACLS WITHOUT KEYS: take the principal from a client id of the form
+    # User:<name>. Anyone can claim any client id, so this is refused unless
+    # security.protocol=NONE (where there is no authentication to weaken anyway).
+    insecure_principal_from_client_id: bool = False
+    # -- quotas (KIP-13/KIP-124; values per user / client id in ZooKeeper /config/...) ----
+    quota_window_num: int = 11             # Kafka's default: 11 samples ...
+    quota_window_size_seconds: int = 1     # ... of 1 s each
 
     def __post_init__(self) -> None:
+        if self.security_protocol not in ("NONE", "CURVE"):
+            raise ConfigError(f"security.protocol={self.security_protocol}: expected NONE or CURVE")
+        if self.allow_everyone_if_no_acl_found.strip().lower() not in ("", "true", "false"):
+            raise ConfigError("allow.everyone.if.no.acl.found: expected true, false or empty")
+        if self.insecure_principal_from_client_id and self.security_protocol != "NONE":
+            raise ConfigError("insecure.principal.from.client.id=true is only allowed with "
+                              "security.protocol=NONE (principals come from CURVE keys)")
+        for p in self.super_user_principals:
+            if ":" not in p:
+                raise ConfigError(f"super.users: {p!r} is not a principal (User:<name>)")
+        if self.quota_window_num < 2 or self.quota_window_size_seconds <= 0:
+            raise ConfigError("quota.window.num must be >= 2 and quota.window.size.seconds > 0")
         if not -1 <= self.metrics_port < 65536:
             raise ConfigError(f"metrics.port={self.metrics_port}: must be -1 (none), 0 (any "
                               "free port) or a TCP port")
@@ -55,6 +83,15 @@ class GatewayConfig:
                            ("queued.max.requests", self.queued_max_requests)):
             if value <= 0:
                 raise ConfigError(f"{key}={value}: must be positive")
+
+    @property
+    def super_user_principals(self) -> tuple[str, ...]:
+        return tuple(p.strip() for p in self.super_users.split(";") if p.strip())
+
+    @property
+    def allow_everyone(self) -> bool:
+        v = self.allow_everyone_if_no_acl_found.strip().lower()
+        return self.security_protocol == "NONE" if not v else v == "true"
 
     @property
     def endpoint(self) -> str:

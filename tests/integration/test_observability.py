@@ -1,7 +1,9 @@
 """Observability against a real fleet: every process's Prometheus endpoint after a known load, the
-metrics following a storage node's death and return with `cluster health`, one acks=all produce
-as one trace across the SDK, the gateway and the storage node (spans exported over OTLP/HTTP to
-a receiver in this test), `riverbed top`, and a real Prometheus server (Debian's package)
+metrics following a storage node's death and return with `cluster health`, the SDK's metrics()
+dicts after that load, one acks=all produce as one trace across the SDK, the gateway and the
+storage node (spans exported over OTLP/HTTP to a receiver in this test), a group consumer's fetch,
+join and commit as traces through the gateway to the storage node, group coordinator and offset
+manager (and its riverbed.consumer.* instruments), `riverbed top`, and a real Prometheus server (Debian's package)
 scraping the fleet with the scrape config the launcher writes, which also checks every series
 the Grafana dashboard queries.
 """
@@ -35,6 +37,7 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "riverbed-dashboard.json"
 TOPIC = "obs"
 RECORDS = 3000
 VALUE = b"v" * 100
+CLIENT_METRICS: dict[str, dict] = {}     # the loaded fixture's producer and consumer metrics()
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +127,7 @@ def loaded(fleet):
         p.flush()
         for f in futures:
             f.get(timeout=30)
+        CLIENT_METRICS["producer"] = p.metrics()
     got = 0
     with Consumer(TOPIC, bootstrap=bootstrap, group_id="obs-group", auto_offset_reset="earliest",
                   enable_auto_commit=False, fetch_max_wait_ms=100) as c:
@@ -131,6 +135,7 @@ def loaded(fleet):
         while got < RECORDS and time.monotonic() < deadline:
             got += sum(len(r) for r in c.poll(timeout_ms=500).values())
         c.commit()
+        CLIENT_METRICS["consumer"] = c.metrics()
     assert got == RECORDS
     return bootstrap
 
@@ -143,6 +148,8 @@ def test_every_process_exports_the_monitoring_set_with_plausible_values(fleet, l
         assert total(s, "riverbed_process_memory_rss_bytes") > 10e6, name
         assert total(s, "riverbed_process_cpu_time_seconds_total") > 0, name
         assert total(s, "riverbed_process_open_file_descriptors") > 0, name
+        assert total(s, "riverbed_process_gc_pauses_total") > 0, name
+        assert ("riverbed_process_gc_pause_time_seconds_total", (("generation", "0"),)) in s, name
     nodes = [s for n, s in scrapes.items() if eps[n][0] == "storage_node"]
     # messages in counts each record once, on its leader (followers' appends are replication)
     assert sum(total(s, "riverbed_server_messages_in_total", topic=TOPIC) for s in nodes) == RECORDS
@@ -168,21 +175,61 @@ def test_every_process_exports_the_monitoring_set_with_plausible_values(fleet, l
     ctrls = [s for n, s in scrapes.items() if eps[n][0] == "controller"]
     assert sum(total(s, "riverbed_controller_active_controller_count") for s in ctrls) == 1
     assert sum(total(s, "riverbed_controller_offline_partitions_count") for s in ctrls) == 0
+    active = next(s for s in ctrls if total(s, "riverbed_controller_active_controller_count") == 1)
+    for name in ("riverbed_controller_leader_elections_total",
+                 "riverbed_controller_unclean_leader_elections_total",
+                 "riverbed_controller_election_time_seconds_total"):
+        assert (name, ()) in active, name           # elections: rate and time, unclean ones
+    assert total(active, "riverbed_controller_broker_changes_total") >= 3   # three nodes joined
     gw = next(s for n, s in scrapes.items() if eps[n][0] == "gateway")
     assert total(gw, "riverbed_gateway_requests_total", api="PRODUCE") >= 1
     assert total(gw, "riverbed_gateway_forward_requests_total") >= produce_requests
     assert total(gw, "riverbed_gateway_client_requests_total", api="PRODUCE") >= 1
+    leaders = {dict(lab)["node_id"] for (n, lab), v in gw.items()
+               if n == "riverbed_gateway_forward_time_seconds_total" and v > 0}
+    assert len(leaders) == 3                          # forward latency per leader (3 leaders)
     gc = next(s for n, s in scrapes.items() if eps[n][0] == "group_coordinator")
     assert total(gc, "riverbed_group_coordinator_rebalances_total") >= 1
+    assert total(gc, "riverbed_group_coordinator_rebalance_time_seconds_total") > 0
     assert total(gc, "riverbed_group_coordinator_groups", state="Empty") \
         + total(gc, "riverbed_group_coordinator_groups", state="Stable") >= 1
     om_url = next(url for r, url in eps.values() if r == "offset_manager")
-    assert total(scrape(om_url), "riverbed_offset_manager_requests_total", api="OFFSET_COMMIT") >= 1
+    om = scrape(om_url)
+    assert total(om, "riverbed_offset_manager_requests_total", api="OFFSET_COMMIT") >= 1
+    assert total(om, "riverbed_offset_manager_request_time_seconds_total", api="OFFSET_COMMIT",
+                 phase="total") > 0                   # commit latency
     # lag: committed at the end, so 0 for each of the three partitions once it is measured
     lag = wait_until(lambda: [v for (n, lab), v in scrape(om_url).items()
                               if n == "riverbed_group_lag" and ("group", "obs-group") in lab],
                      "riverbed_group_lag for obs-group", timeout_s=30)
     assert lag == [0.0, 0.0, 0.0]
+
+
+def test_the_clients_metrics_dicts_after_the_known_load(loaded):
+    p = CLIENT_METRICS["producer"]
+    assert p["record-send-total"] == RECORDS and p["record-send-rate"] > 0
+    assert p["request-total"] == p["response-total"] == p["requests_sent"] >= 1
+    assert p["records-per-request-avg"] > 1                  # batched, linger_ms=5
+    assert RECORDS * len(VALUE) < p["outgoing-byte-total"] < RECORDS * (len(VALUE) + 80)
+    assert 0 < p["batch-size-avg"] <= p["batch-size-max"] <= 16384 + 1024
+    assert p["compression-rate-avg"] == 1.0
+    assert 0 < p["request-latency-avg"] <= p["request-latency-max"]
+    assert p["record-queue-time-max"] >= p["record-queue-time-avg"] >= 0
+    assert p["record-error-total"] == 0 and p["errors-by-code"] == {}
+    assert p["requests-in-flight"] == 0
+    assert p["buffer-available-bytes"] == p["buffer-total-bytes"] == 33554432
+    c = CLIENT_METRICS["consumer"]
+    assert c["records-consumed-total"] == RECORDS == c["records_consumed"]
+    assert c["bytes-consumed-total"] >= p["outgoing-byte-total"]
+    assert c["fetch-total"] >= 1 and c["fetch-latency-max"] >= c["fetch-latency-avg"] > 0
+    assert c["fetch-size-max"] >= c["fetch-size-avg"] > 0
+    assert c["records-lag"] == {f"{TOPIC}-{i}": 0 for i in range(3)}
+    assert c["records-lag-max"] >= 0
+    assert set(c["records-lag-max-by-partition"]) == {f"{TOPIC}-{i}" for i in range(3)}
+    assert c["rebalance-total"] == 1 and c["rebalance-latency-avg"] > 0
+    assert c["join-time-avg"] > 0 and c["sync-time-avg"] > 0
+    assert c["commit-total"] == 1 and c["commit-latency-avg"] > 0
+    assert c["time-between-poll-max"] >= 0 and c["assigned-partitions"] == 3
 
 
 def test_metrics_also_go_out_over_otlp(fleet, loaded, otlp):
@@ -230,6 +277,85 @@ def test_one_acks_all_produce_is_one_trace_across_sdk_gateway_and_storage_node(f
     assert gw[0]["parent_id"] == sdk_span["span_id"]
     assert node[0]["parent_id"] == gw[0]["span_id"]
     assert wait_[0]["parent_id"] == node[0]["span_id"]
+
+
+def test_a_group_consumers_fetch_join_and_commit_are_traces_across_processes(fleet, loaded, otlp):
+    """An SDK process with an in-memory exporter and a MeterProvider: its poll (FETCH), JoinGroup
+    and commit spans each parent the gateway's server span, which parents the storage node's /
+    group coordinator's / offset manager's; its riverbed.consumer.* instruments read metrics()."""
+    script = textwrap.dedent(f"""
+        import json
+        from opentelemetry import metrics, trace
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        from riverbed import Consumer, TopicPartition
+        got = 0
+        with Consumer({TOPIC!r}, bootstrap_servers={fleet.gateway_endpoint!r},
+                      group_id="traced-group", client_id="traced-consumer",
+                      auto_offset_reset="earliest", enable_auto_commit=False,
+                      fetch_max_wait_ms=100) as c:
+            while got < {RECORDS}:
+                got += sum(len(r) for r in c.poll(timeout_ms=500).values())
+            c.commit({{TopicPartition({TOPIC!r}, 0): 1}})
+            names = {{}}
+            for rm in reader.get_metrics_data().resource_metrics:
+                for sm in rm.scope_metrics:
+                    for m in sm.metrics:
+                        for pt in m.data.data_points:
+                            if dict(pt.attributes).get("client.id") == "traced-consumer":
+                                names[m.name] = pt.value
+        print(json.dumps({{"records": got, "instruments": names, "spans": [
+            dict(name=s.name, trace_id=format(s.context.trace_id, "032x"),
+                 span_id=format(s.context.span_id, "016x"), kind=s.kind.name,
+                 attributes=dict(s.attributes)) for s in exporter.get_finished_spans()]}}))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["records"] >= RECORDS
+    inst = out["instruments"]
+    assert inst["riverbed.consumer.records_consumed_total"] >= RECORDS
+    assert inst["riverbed.consumer.assigned_partitions"] == 3
+    assert inst["riverbed.consumer.rebalance_total"] == 1
+    sdk = out["spans"]
+    poll = next(s for s in sdk if s["name"] == f"poll {TOPIC}"
+                and s["attributes"].get("messaging.batch.message_count", 0) > 0)
+    assert poll["kind"] == "CONSUMER"
+    assert poll["attributes"]["messaging.consumer.group.name"] == "traced-group"
+    assert poll["attributes"]["messaging.operation.type"] == "receive"
+    join = next(s for s in sdk if s["name"] == "JoinGroup traced-group")
+    commit = next(s for s in sdk if s["name"] == f"commit {TOPIC}")
+    assert join["kind"] == commit["kind"] == "CLIENT"
+    assert commit["attributes"]["messaging.destination.partition.id"] == "0"
+    assert commit["attributes"]["messaging.kafka.offset"] == 1
+
+    def trace_of(span, server_service, api, min_spans=3):
+        def found():
+            mine = [s for s in otlp.spans if s["trace_id"] == span["trace_id"]]
+            gw = [s for s in mine if s["service"] == "riverbed-gateway"]
+            srv = [s for s in mine if s["service"] == server_service and api in s["name"]]
+            return (gw, srv) if gw and srv else None
+        return wait_until(found, f"the gateway's and {server_service}'s {api} spans",
+                          timeout_s=30)
+
+    gw, nodes = trace_of(poll, "riverbed-storage-node", "FETCH")
+    assert len(gw) == 1 and gw[0]["parent_id"] == poll["span_id"] and "FETCH" in gw[0]["name"]
+    assert all(n["parent_id"] == gw[0]["span_id"] for n in nodes)
+    gw, coordinator = trace_of(join, "riverbed-group-coordinator", "JOIN_GROUP")
+    assert len(gw) == 1 and gw[0]["parent_id"] == join["span_id"]
+    assert len(coordinator) == 1 and coordinator[0]["parent_id"] == gw[0]["span_id"]
+    gw, om = trace_of(commit, "riverbed-offset-manager", "OFFSET_COMMIT")
+    assert len(gw) == 1 and gw[0]["parent_id"] == commit["span_id"]
+    assert len(om) == 1 and om[0]["parent_id"] == gw[0]["span_id"]
 
 
 def test_top_renders_a_frame_of_the_live_fleet(fleet, loaded):

@@ -18,6 +18,12 @@ one member, and only to a member subscribed to its topic.
   coordinator fills from the previous generation) as far as balance allows, then moves as few
   as it can: members with the same subscriptions end with counts differing by at most one, and
   no partition could move to an eligible member holding two fewer (Kafka's "balanced").
+- `cooperative-sticky`: KIP-429's incremental protocol on top of `sticky`. The target is sticky's;
+  a partition whose target is another member than the one owning it now is withheld from
+  everyone this generation: its owner's assignment simply lacks it (the owner revokes only that
+  partition, keeps consuming the rest, and rejoins at once), and the next generation, where
+  nobody owns it, gives it to its target. Members never lose partitions that do not move, and a
+  partition is never assigned to two members at once, even while owners have not revoked yet.
 """
 from __future__ import annotations
 
@@ -119,11 +125,40 @@ def sticky_assign(subscriptions: Mapping[str, Subscription],
             return _finish(subscriptions, {m: sorted(v) for m, v in got.items()})
 
 
+def current_owners(subscriptions: Mapping[str, Subscription],
+                   partitions_per_topic: Mapping[str, int]) -> dict[TopicPartition, str]:
+    """partition -> the member owning it now (Subscription.owned_partitions): the first claimant
+    in member-id order when two claim it, as `sticky` decides; partitions that no longer exist
+    are left out."""
+    owner: dict[TopicPartition, str] = {}
+    for m in sorted(subscriptions):
+        for tp in sorted(set(subscriptions[m].owned_partitions)):
+            topic, p = tp
+            if 0 <= p < partitions_per_topic.get(topic, 0) and tp not in owner:
+                owner[tp] = m
+    return owner
+
+
+def cooperative_sticky_assign(subscriptions: Mapping[str, Subscription],
+                              partitions_per_topic: Mapping[str, int]
+                              ) -> dict[str, tuple[TopicPartition, ...]]:
+    target = sticky_assign(subscriptions, partitions_per_topic)
+    owner = current_owners(subscriptions, partitions_per_topic)
+    # A partition owned by someone else is not given to its new member until a later generation
+    # (after its owner revoked it): KIP-429's first round.
+    return {m: tuple(tp for tp in tps if owner.get(tp, m) == m) for m, tps in target.items()}
+
+
 ASSIGNORS: dict[str, Assignor] = {
     "range": range_assign,
     "roundrobin": roundrobin_assign,
     "sticky": sticky_assign,
+    "cooperative-sticky": cooperative_sticky_assign,
 }
+
+# Strategies of KIP-429's incremental (COOPERATIVE) rebalance protocol: a member keeps its
+# partitions across a rebalance and revokes only those its new assignment lacks.
+COOPERATIVE = frozenset({"cooperative-sticky"})
 
 
 def assign(strategy: str, subscriptions: Mapping[str, Subscription],

@@ -246,9 +246,12 @@ class _SubBuilder:
             self.payloads.append(payload)
 
 
-def split(api: int, body: Any, payloads: Sequence[Any], cache: MetadataCache) -> Plan:
+def split(api: int, body: Any, payloads: Sequence[Any], cache: MetadataCache,
+          denied_topics: frozenset[str] = frozenset()) -> Plan:
     """Validate a client's request and split it per partition leader (see the module doc).
-    Raises errors.InvalidRequestError for a request that cannot be answered per partition."""
+    Raises errors.InvalidRequestError for a request that cannot be answered per partition.
+    Partitions of `denied_topics` (the ACLs refuse them, core/authorization.py) are answered
+    TOPIC_AUTHORIZATION_FAILED and never forwarded, whether or not the topic exists."""
     shape = SHAPES.get(api)
     if shape is None:
         raise errors.InvalidRequestError(f"api {api} is not routed to partition leaders")
@@ -271,6 +274,8 @@ def split(api: int, body: Any, payloads: Sequence[Any], cache: MetadataCache) ->
             err = request_error
             if err is None and name_error is not None:
                 err = (E.INVALID_TOPIC_EXCEPTION, name_error)
+            if err is None and name in denied_topics:
+                err = (E.TOPIC_AUTHORIZATION_FAILED, f"not authorized to access topic {name!r}")
             if err is None and pid < 0:
                 err = (E.INVALID_REQUEST, f"partition {pid} is negative")
             if err is None and (name, pid) in seen:

@@ -32,6 +32,8 @@ from services.common.controller_feed import ControllerFeed
 from services.common.metrics_core import RequestMetrics
 from services.common.telemetry import Telemetry
 from services.gateway.config import GatewayConfig
+from services.gateway.core import authorization as authz
+from services.gateway.core import log_dirs
 from services.gateway.core.metadata_cache import MetadataCache
 from services.gateway.core.routing import (
     ROUTED_APIS,
@@ -42,6 +44,7 @@ from services.gateway.core.routing import (
     split,
 )
 from services.gateway.shell.groups import GroupRouter
+from services.gateway.shell.guard import Guard
 
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
@@ -88,6 +91,7 @@ class Gateway:
         self._background: set[asyncio.Task] = set()
         self.refreshes = 0
         self._groups = GroupRouter(self)   # group/offset APIs -> coordinators
+        self.guard = Guard(config)         # ACLs and quotas (watched in ZooKeeper)
         # Metrics (read by the observable instruments registered in run()).
         self.request_metrics = RequestMetrics()
         self.request_metrics.track_clients = True
@@ -106,6 +110,7 @@ class Gateway:
         self.telemetry = Telemetry("gateway", cfg.gateway_id, host=cfg.host_name,
                                    port=cfg.metrics_port)
         self._register_metrics(self.telemetry)
+        self.guard.register_metrics(self.telemetry)
         self.telemetry.start()
         self._pool = rpc.ChannelPool(client_id=self.name,
                                      max_message_bytes=cfg.socket_request_max_bytes)
@@ -129,6 +134,8 @@ class Gateway:
             DataWatch(self._zk, znodes.CONTROLLER, self._controller_watch)
             ChildrenWatch(self._zk, znodes.GATEWAYS, self._gateways_watch)
             await asyncio.to_thread(self._groups.watch, self._zk)
+            # ACLs and quota configs are read before the first request is served.
+            await asyncio.to_thread(self.guard.watch, self._zk)
             async with asyncio.TaskGroup() as tg:
                 tasks = [tg.create_task(self._server.serve(), name="rpc"),
                          tg.create_task(self._subscribe_loop(), name="metadata-sub"),
@@ -158,6 +165,7 @@ class Gateway:
             await self._pool.close_all()
         if watcher is not None:
             watcher.stop()
+        self.guard.stop()
         if self._zk is not None:
             await asyncio.to_thread(zk.close, self._zk)   # our ephemeral goes with the session
 
@@ -193,7 +201,11 @@ class Gateway:
         for api in ADMIN_APIS:
             h[api] = self._admin
         h.update(self._groups.handlers())
-        return h
+        h[ApiKey.DESCRIBE_LOG_DIRS] = self._describe_log_dirs
+        h[ApiKey.ALTER_REPLICA_LOG_DIRS] = self._alter_replica_log_dirs
+        # Every client API goes through the guard: throttled clients are held, throttle times
+        # stamped. Authorization is inside each handler (parts of a request may be denied).
+        return {api: self.guard.wrap(fn) for api, fn in h.items()}
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -323,6 +335,7 @@ class Gateway:
             await asyncio.sleep(TICK_S)
             if self.cache.is_stale(_now_ms(), self.config.metadata_max_age_ms):
                 self._ensure_refresh()
+            self.guard.tick()
 
     def _ensure_refresh(self) -> asyncio.Future:
         """A future for a refresh that starts after now (shared by all who ask meanwhile)."""
@@ -375,17 +388,20 @@ class Gateway:
 
     async def _metadata(self, req: rpc.Request) -> rpc.Reply:
         timeout = self._timeout(req)
+        may = self.guard.may(req)
         await self._ensure_metadata(timeout // 2)
         resp, missing = self.cache.metadata_response(req.body)
         if not missing:
-            return rpc.Reply(resp)
-        if req.body.allow_auto_topic_creation:
-            theirs = await self._call_controller(ApiKey.METADATA, req.body, timeout)
+            return rpc.Reply(authz.filter_metadata(resp, req.body, may))
+        body = authz.metadata_request(req.body, may, missing)   # no auto-creation unless allowed
+        if body.allow_auto_topic_creation:
+            theirs = await self._call_controller(ApiKey.METADATA, body, timeout)
             self._ensure_refresh()
-            return rpc.Reply(self.cache.with_gateways(theirs.body))
+            return rpc.Reply(authz.filter_metadata(self.cache.with_gateways(theirs.body),
+                                                   req.body, may))
         await self._wait_refresh(timeout // 2)
         resp, _ = self.cache.metadata_response(req.body)
-        return rpc.Reply(resp)
+        return rpc.Reply(authz.filter_metadata(resp, req.body, may))
 
     async def _describe_cluster(self, req: rpc.Request) -> rpc.Reply:
         await self._ensure_metadata(self._timeout(req) // 2)
@@ -395,11 +411,12 @@ class Gateway:
         api, body = req.api, req.body
         timeout = self._timeout(req)
         await self._ensure_metadata(timeout // 2)
-        plan = split(api, body, req.payloads, self.cache)        # InvalidRequestError: envelope
+        denied = authz.denied_routed_topics(api, body, self.guard.may(req))   # never forwarded
+        plan = split(api, body, req.payloads, self.cache, denied)  # InvalidRequestError: envelope
         if plan.unknown_topics:
             # Created through another gateway, or more partitions: ask before failing them.
             await self._wait_refresh(timeout // 2)
-            plan = split(api, body, req.payloads, self.cache)
+            plan = split(api, body, req.payloads, self.cache, denied)
         subs = plan.sub_requests
         if not plan.expects_response:
             if len(subs) == 1:
@@ -451,11 +468,64 @@ class Gateway:
         except Exception as e:  # noqa: BLE001 - acks=0: nobody to tell
             self.log.debug("acks=0 produce to node %d dropped: %r", sub.node_id, e)
 
+    # -- log dirs (KIP-113): asked of the storage nodes themselves -------------------------
+    def _live_nodes(self) -> list[int]:
+        return [b.node_id for b in self.cache.describe_cluster().brokers]
+
+    async def _ask_node(self, node_id: int, api: int, body, timeout_ms: int):
+        endpoint = self.cache.endpoint_of(node_id)
+        if endpoint is None:
+            return E.BROKER_NOT_AVAILABLE, f"node {node_id} is not live", None
+        try:
+            resp = await self._pool.get(endpoint).call(api, body, timeout_ms=timeout_ms)
+        except errors.KafkaError as e:
+            return e.code, e.message or e.name, None
+        except Exception as e:  # noqa: BLE001 - that node's answer is an error, the others stand
+            return E.NETWORK_EXCEPTION, f"node {node_id}: {e}", None
+        return E.NONE, "", resp.body
+
+    async def _describe_log_dirs(self, req: rpc.Request) -> rpc.Reply:
+        why = authz.cluster_denied(req.api, self.guard.may(req))
+        if why is not None:
+            raise errors.ClusterAuthorizationFailedError(why)
+        timeout = self._timeout(req)
+        await self._ensure_metadata(timeout // 2)
+        ask, dead = log_dirs.describe_targets(req.body, self._live_nodes())
+        body = log_dirs.node_describe_request(req.body)
+        answers = await asyncio.gather(*(self._ask_node(n, req.api, body, timeout) for n in ask))
+        return rpc.Reply(log_dirs.merge_describe(dict(zip(ask, answers)), dead))
+
+    async def _alter_replica_log_dirs(self, req: rpc.Request) -> rpc.Reply:
+        why = authz.cluster_denied(req.api, self.guard.may(req))
+        if why is not None:
+            raise errors.ClusterAuthorizationFailedError(why)
+        timeout = self._timeout(req)
+        await self._ensure_metadata(timeout // 2)
+        per, failed = log_dirs.split_moves(req.body, self._live_nodes())
+        nodes = sorted(per)
+        answers = await asyncio.gather(*(self._ask_node(n, req.api, per[n], timeout)
+                                         for n in nodes))
+        return rpc.Reply(log_dirs.merge_moves(per, dict(zip(nodes, answers)), failed))
+
     async def _admin(self, req: rpc.Request) -> rpc.Reply:
-        resp = await self._call_controller(req.api, req.body, self._timeout(req))
-        if req.api in TOPIC_CHANGING_APIS:
-            self._ensure_refresh()
-        return rpc.Reply(resp.body)
+        api, body, may = req.api, req.body, self.guard.may(req)
+        why = authz.cluster_denied(api, may)
+        if why is not None:
+            raise errors.ClusterAuthorizationFailedError(why)
+        if api == ApiKey.INIT_PRODUCER_ID:
+            denied = authz.init_producer_id_denied(body, may, self.guard.may_any(req))
+            if denied is not None:
+                return rpc.Reply(denied)
+        if api not in authz.ADMIN_TOPIC_OPS:
+            resp = await self._call_controller(api, body, self._timeout(req))
+            return rpc.Reply(resp.body)
+        forward, denied_topics = authz.split_admin(api, body, may)
+        theirs = None
+        if forward is not None:
+            theirs = (await self._call_controller(api, forward, self._timeout(req))).body
+            if api in TOPIC_CHANGING_APIS:
+                self._ensure_refresh()
+        return rpc.Reply(authz.admin_response(api, theirs, denied_topics, may))
 
     async def _call_controller(self, api: int, body, timeout_ms: int,
                                payloads: Sequence = ()) -> rpc.Response:

@@ -22,6 +22,7 @@ from riverbed import errors
 from riverbed._proto.v1 import group_pb2, header_pb2
 from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from services.common import rpc, znodes
+from services.gateway.core import authorization as authz
 from services.gateway.core.group_routing import (
     GROUP_COORDINATOR, OFFSET_MANAGER, PER_GROUP_APIS, REROUTE_CODES, error_body,
     find_coordinator_error, find_coordinator_role, merge_described, merge_listed,
@@ -174,6 +175,22 @@ class GroupRouter:
         body = req.body
         if not body.group_id:
             return rpc.Reply(error_body(req.api, body, E.INVALID_GROUP_ID, "group id is empty"))
+        may = self.gw.guard.may(req)
+        why = authz.group_denied(req.api, body, may)
+        if why is not None:      # checked before anything is forwarded: nothing changes
+            return rpc.Reply(error_body(req.api, body, E.GROUP_AUTHORIZATION_FAILED, why))
+        if req.api in authz.OFFSET_TOPIC_OPS:
+            forward, denied = authz.split_offsets(req.api, body, may)
+            result = None
+            if forward is not None:
+                result = (await self._per_group_call(role, req, forward)).body
+                if result.error_code != E.NONE:    # the whole request failed (NOT_COORDINATOR...)
+                    return rpc.Reply(error_body(req.api, body, result.error_code,
+                                                result.error_message))
+            return rpc.Reply(authz.offsets_response(req.api, body, result, denied, may))
+        return await self._per_group_call(role, req, body)
+
+    async def _per_group_call(self, role: str, req: rpc.Request, body) -> rpc.Reply:
         timeout = self._timeout(req)
         shard = await self._shard(body.group_id, timeout // 2)
         if shard is None:
@@ -188,7 +205,13 @@ class GroupRouter:
         timeout = self._timeout(req)
         by_shard: dict[int, list[str]] = {}
         answers: dict[str, group_pb2.DescribedGroup] = {}
-        for gid in dict.fromkeys(req.body.groups):
+        allowed, denied = authz.split_described(dict.fromkeys(req.body.groups),
+                                                self.gw.guard.may(req))
+        for gid in denied:
+            answers[gid] = group_pb2.DescribedGroup(
+                group_id=gid, error_code=E.GROUP_AUTHORIZATION_FAILED,
+                error_message=authz.denied_message("group", gid, authz.O.DESCRIBE))
+        for gid in allowed:
             shard = await self._shard(gid, timeout // 2) if gid else None
             if shard is None:
                 answers[gid] = group_pb2.DescribedGroup(
@@ -220,13 +243,17 @@ class GroupRouter:
                 return E.COORDINATOR_NOT_AVAILABLE, f"group coordinator at {endpoint}: {e}"
 
         answers = await asyncio.gather(*(one(ep) for ep in sorted(set(self._coordinators.values()))))
-        return rpc.Reply(merge_listed(answers))
+        return rpc.Reply(authz.filter_listed(merge_listed(answers), self.gw.guard.may(req)))
 
     async def _find_coordinator(self, req: rpc.Request) -> rpc.Reply:
         body = req.body
         err = find_coordinator_error(body)
         if err is not None:
             return rpc.Reply(group_pb2.FindCoordinatorResponse(error_code=err[0], error_message=err[1]))
+        why = authz.group_denied(req.api, body, self.gw.guard.may(req))
+        if why is not None:
+            return rpc.Reply(group_pb2.FindCoordinatorResponse(
+                error_code=E.GROUP_AUTHORIZATION_FAILED, error_message=why))
         shard = await self._shard(body.key, self._timeout(req) // 2)
         if shard is None:
             return rpc.Reply(group_pb2.FindCoordinatorResponse(

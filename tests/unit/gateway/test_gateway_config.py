@@ -20,3 +20,27 @@ def test_builds_from_kafka_keys():
 def test_bad_config_names_the_key(props, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         build(GatewayConfig, props)
+
+
+def test_authorization_keys_and_their_defaults():
+    cfg = build(GatewayConfig, {"gateway.id": "1"})
+    assert cfg.allow_everyone and cfg.super_user_principals == ()     # NONE: open as before
+    cfg = build(GatewayConfig, {"gateway.id": "1", "security.protocol": "CURVE",
+                                "super.users": "User:admin; User:ops"})
+    assert not cfg.allow_everyone                                      # CURVE: closed by default
+    assert cfg.super_user_principals == ("User:admin", "User:ops")
+    cfg = build(GatewayConfig, {"gateway.id": "1", "allow.everyone.if.no.acl.found": "false"})
+    assert not cfg.allow_everyone
+
+
+@pytest.mark.parametrize("props, key", [
+    ({"security.protocol": "TLS"}, "security.protocol"),
+    ({"allow.everyone.if.no.acl.found": "maybe"}, "allow.everyone.if.no.acl.found"),
+    ({"super.users": "admin"}, "super.users"),
+    ({"security.protocol": "CURVE", "insecure.principal.from.client.id": "true"},
+     "insecure.principal.from.client.id"),
+    ({"quota.window.num": "1"}, "quota.window.num"),
+])
+def test_bad_authorization_config_names_the_key(props, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        build(GatewayConfig, {"gateway.id": "1", **props})

@@ -490,7 +490,9 @@ def test_strategy_names():
     assert normalize_strategies("range") == ("range",)
     assert normalize_strategies(["StickyAssignor", "RoundRobinPartitionAssignor", "range"]) == \
         ("sticky", "roundrobin", "range")
+    assert normalize_strategies(["CooperativeStickyAssignor", "cooperative_sticky"]) == \
+        ("cooperative-sticky",)
     with pytest.raises(ValueError):
-        normalize_strategies(["cooperative-sticky"])
+        normalize_strategies(["fair-share"])
     with pytest.raises(errors.ClientError):
         Consumer(bootstrap=["tcp://gw:1"], _channel_factory=FakeGroupService().gw.factory).commit()
