@@ -7,19 +7,23 @@
         --client-defaults --kills 5 --sustain-s 120
 
 Starts its own fleet (ZooKeeper, 2 controllers, 3 storage nodes, 1 gateway; no group roles)
-in a temporary directory on free ports, stops it at the end (by PID), and measures:
+per failure-detection mode (`--modes`: "heartbeat", the default configuration, and/or "zk",
+ZooKeeper's session alone with broker.session.timeout.ms=0) in a temporary directory on free
+ports, stops it at the end (by PID), and measures:
 
-1. Failover time, per kill: a producer thread sends small acks=all batches (`--batch` records
-   of 100 bytes, send_many, waiting for each) to partition 0 of a topic with replication
-   factor 3 and min.insync.replicas 2, retrying quickly (`--retry-backoff-ms`, short
-   `--request-timeout-ms`). The partition's leader is SIGKILLed; the failover time is from
-   just before the SIGKILL to the acknowledgement of the first batch *sent after the old
-   leader was gone* (so it can only have been acknowledged by its successor; this adds at
-   most one produce round trip). Also: the gap between the last ack before the kill and the
-   first ack after. The killed node is restarted and back in the ISR before the next kill.
-   The successor is only chosen once ZooKeeper expires the dead node's session, so the
-   figure is about `zookeeper.session.timeout.ms` (`--session-timeout-ms`, 6000 like the
-   fleet's default) plus election, metadata propagation and the client's retry.
+1. Failover time, per kill: one producer thread per partition (`--failover-partitions`, RF 3,
+   min.insync.replicas 2) sends small acks=all batches (`--batch` records of 100 bytes,
+   send_many, waiting for each), with the SDK's defaults (`--client-defaults`) or retrying
+   quickly (`--retry-backoff-ms`, short `--request-timeout-ms`). The leader of partition 0 is
+   SIGKILLed; for every partition it led, the failover time is from just before the SIGKILL
+   to the acknowledgement of the first batch *sent after the old leader was gone* (so it can
+   only have been acknowledged by a successor; this adds at most one produce round trip).
+   The killed node is restarted and back in the ISR before the next kill. With heartbeats the
+   successor is chosen once the controller has not heard from the node for
+   broker.session.timeout.ms (2000); with "zk" once ZooKeeper expires its session
+   (`--session-timeout-ms`, 6000 like the fleet's default).
+1b. `--sustain-s S` (heartbeat mode): S seconds of full acks=all load with no fault; every
+   leader change seen in ZooKeeper is spurious and counted.
 2. Throughput, same fleet, same record count (`--records` of 100 bytes, send_many in chunks
    of about one batch), `--partitions` partitions: acks=all with replication factor 3 and
    min.insync.replicas 2, against acks=1 with replication factor 1. Both producers run
