@@ -12,6 +12,7 @@ BASE_PORT ?= 9092
 PYTEST_ARGS ?=
 
 .PHONY: all install system venv proto test test-unit test-integration test-spark test-fault run bench \
+	bench-scale bench-failover \
 	spark-bench spark-env lint typecheck clean
 
 all: test
@@ -79,6 +80,17 @@ run: install
 
 bench: install
 	$(PY) -m loadgen.bench $(BENCH_ARGS)
+
+# How cost grows: partitions, producer processes, gateways, metadata size, memory
+# (loadgen/scale.py; BENCH_ARGS=--quick for the small smoke-test points, --plot F.png).
+bench-scale: install
+	$(PY) -m loadgen.scale $(BENCH_ARGS)
+
+# Leader failover (SIGKILL under acks=all load) with heartbeats vs ZooKeeper's session alone,
+# SDK defaults, and leader changes counted under sustained load with no fault.
+bench-failover: install
+	$(PY) -m loadgen.failover_bench --skip-throughput --modes heartbeat,zk --client-defaults \
+		--kills 5 --sustain-s 120 $(BENCH_ARGS)
 
 # Spark reading and writing 2,000,000 records beside one SDK consumer and producer.
 spark-bench: install

@@ -78,6 +78,13 @@ class StorageNodeConfig:
     # How long a call to the controller (ALTER_PARTITION, CONTROLLED_SHUTDOWN) may take.
     controller_socket_timeout_ms: int = 30000
 
+    # BROKER_HEARTBEAT to the active controller this often, beside the ZooKeeper session
+    # (Kafka's KRaft key; default 2000 there). The controller fences a node it has not heard
+    # from in its broker.session.timeout.ms (2000), so a dead node's partitions move in about
+    # two seconds instead of zookeeper.session.timeout.ms. 0 = no heartbeats (ZooKeeper only;
+    # then set broker.session.timeout.ms=0 on the controllers too).
+    broker_heartbeat_interval_ms: int = 500
+
     # -- controlled shutdown (Kafka's keys and defaults) ---------------------------------
     controlled_shutdown_enable: bool = True
     controlled_shutdown_max_retries: int = 3
@@ -126,6 +133,8 @@ class StorageNodeConfig:
             raise ConfigError("min.insync.replicas must be >= 1")
         if self.controlled_shutdown_max_retries < 0:
             raise ConfigError("controlled.shutdown.max.retries must be >= 0")
+        if self.broker_heartbeat_interval_ms < 0:
+            raise ConfigError("broker.heartbeat.interval.ms must be >= 0 (0: no heartbeats)")
         if self.controlled_shutdown_retry_backoff_ms < 0:
             raise ConfigError("controlled.shutdown.retry.backoff.ms must be >= 0")
         if self.producer_id_expiration_ms <= 0:

@@ -82,7 +82,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--commits", type=int, default=1000)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("GROUP_BENCH_DIR")) as d:
         fleet = Fleet(d, free_base_port(), storage_nodes=3, controllers=1, gateways=1)
         try:
             fleet.up()

@@ -71,6 +71,8 @@ _api(ApiKey.ALTER_PARTITION, replication_pb2.AlterPartitionRequest,
      replication_pb2.AlterPartitionResponse)
 _api(ApiKey.CONTROLLED_SHUTDOWN, replication_pb2.ControlledShutdownRequest,
      replication_pb2.ControlledShutdownResponse)
+_api(ApiKey.BROKER_HEARTBEAT, replication_pb2.BrokerHeartbeatRequest,
+     replication_pb2.BrokerHeartbeatResponse)
 _api(ApiKey.ELECT_LEADERS, admin_ops_pb2.ElectLeadersRequest, admin_ops_pb2.ElectLeadersResponse)
 _api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, admin_ops_pb2.AlterPartitionReassignmentsRequest,
      admin_ops_pb2.AlterPartitionReassignmentsResponse)

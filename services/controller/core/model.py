@@ -75,3 +75,12 @@ class TopicSnapshot:
     assignment_version: int
     config_version: int
     states: dict[int, LeaderIsr]                     # missing partitions: no state znode yet
+
+
+TopicPartition = tuple[str, int]
+
+# Bounds one topic's size: every partition is a state znode written in one ZooKeeper
+# transaction, and ZooKeeper refuses requests over jute.maxbuffer (1 MiB by default).
+MAX_PARTITIONS_PER_TOPIC = 4096
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})

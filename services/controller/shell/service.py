@@ -55,7 +55,7 @@ SERVED_APIS = (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_TOPICS,
                ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS, ApiKey.DESCRIBE_CONFIGS,
                ApiKey.ALTER_CONFIGS, ApiKey.ALTER_PARTITION, ApiKey.CONTROLLED_SHUTDOWN,
                ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-               ApiKey.LIST_PARTITION_REASSIGNMENTS)
+               ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.BROKER_HEARTBEAT)
 COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.code
 TICK_INTERVAL_S = 0.1
 ELECTION_RETRY_S = 0.5
@@ -184,6 +184,10 @@ class ControllerService:
         tel.counter("riverbed.controller.unclean_leader_elections",
                     lambda: [(core.unclean_elections, {})],
                     description="leaders elected from outside the ISR")
+        tel.counter("riverbed.controller.fenced_brokers",
+                    lambda: [(core.liveness.fencings, {})],
+                    description="storage nodes fenced for missing heartbeats "
+                                "(broker.session.timeout.ms)")
         tel.counter("riverbed.controller.broker_changes", lambda: [(self.election_time[0], {})],
                     description="storage node joins and departures handled")
         tel.counter("riverbed.controller.election.time", lambda: [(self.election_time[1], {})],
@@ -400,6 +404,10 @@ class ControllerService:
                     await self._execute(effects)
 
     async def _handle(self, req: Request) -> Reply:
+        if req.api == ApiKey.BROKER_HEARTBEAT:
+            body = self.core.heartbeat_without_changes(req.body, _now_ms())
+            if body is not None:
+                return Reply(body)
         async with self._lock:
             effects = self.core.handle(RequestReceived(req.api, req.body), _now_ms())
             respond = await self._execute(effects)

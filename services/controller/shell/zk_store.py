@@ -126,34 +126,48 @@ class ZkStore:
         return tuple(sorted(out, key=lambda b: b.node_id))
 
     def read_topics(self) -> tuple[TopicSnapshot, ...]:
-        out = []
-        for name in sorted(self.client.get_children(znodes.BROKER_TOPICS)):
+        """Every topic with its assignment, configs and partition states, as a new controller
+        reads them at election. The reads are pipelined (kazoo's async gets, answered in order
+        on one session): with 10,000 partitions, one round trip each was most of a controller
+        failover."""
+        names = sorted(self.client.get_children(znodes.BROKER_TOPICS))
+        heads = [(name, self.client.get_async(znodes.topic_path(name)),
+                  self.client.get_async(znodes.topic_config_path(name))) for name in names]
+        pending = []
+        for name, assignment_read, config_read in heads:
             try:
-                out.append(self._read_topic(name))
+                data, stat = assignment_read.get()
+                assignment = znodes.decode_topic_assignment(data)
+                try:
+                    cdata, cstat = config_read.get()
+                    configs, config_version = znodes.decode_topic_config(cdata), cstat.version
+                except NoNodeError:
+                    configs, config_version = {}, NEW
             except NoNodeError:
                 continue
             except (ValueError, znodes.ZnodeDataError) as e:
                 log.error("ignoring topic %s: unreadable znodes: %s", name, e)
-        return tuple(out)
-
-    def _read_topic(self, name: str) -> TopicSnapshot:
-        data, stat = self.client.get(znodes.topic_path(name))
-        assignment = znodes.decode_topic_assignment(data)
-        try:
-            cdata, cstat = self.client.get(znodes.topic_config_path(name))
-            configs, config_version = znodes.decode_topic_config(cdata), cstat.version
-        except NoNodeError:
-            configs, config_version = {}, NEW
-        states: dict[int, LeaderIsr] = {}
-        for p in assignment:
-            try:
-                sdata, sstat = self.client.get(znodes.partition_state_path(name, p))
-            except NoNodeError:
                 continue
-            s = znodes.decode_partition_state(sdata)
-            states[p] = LeaderIsr(s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch,
-                                  sstat.version)
-        return TopicSnapshot(name, assignment, configs, stat.version, config_version, states)
+            state_reads = {p: self.client.get_async(znodes.partition_state_path(name, p))
+                           for p in assignment}
+            pending.append((name, assignment, stat.version, configs, config_version, state_reads))
+        out = []
+        for name, assignment, version, configs, config_version, state_reads in pending:
+            states: dict[int, LeaderIsr] = {}
+            try:
+                for p, read in state_reads.items():
+                    try:
+                        sdata, sstat = read.get()
+                    except NoNodeError:
+                        continue
+                    s = znodes.decode_partition_state(sdata)
+                    states[p] = LeaderIsr(s.leader, s.leader_epoch, tuple(s.isr),
+                                          s.controller_epoch, sstat.version)
+            except (ValueError, znodes.ZnodeDataError) as e:
+                log.error("ignoring topic %s: unreadable znodes: %s", name, e)
+                continue
+            out.append(TopicSnapshot(name, assignment, configs, version, config_version, states))
+        return tuple(out)
 
     def read_gateways(self) -> tuple[GatewayInfo, ...]:
         out = []

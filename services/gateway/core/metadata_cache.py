@@ -139,6 +139,10 @@ class MetadataCache:
         """True with no snapshot yet, or when the last one is older than max_age_ms."""
         return self._applied_at_ms is None or now_ms - self._applied_at_ms >= max_age_ms
 
+    def node_endpoints(self) -> frozenset[str]:
+        """Endpoints of the live storage nodes in the snapshot."""
+        return frozenset(broker_endpoint(b) for b in self._brokers.values())
+
     def endpoint_of(self, node_id: int) -> str | None:
         b = self._brokers.get(node_id)
         return None if b is None else broker_endpoint(b)

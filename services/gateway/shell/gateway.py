@@ -220,9 +220,15 @@ class Gateway:
         self._loop.call_soon_threadsafe(self._gateways_changed.set)
 
     def _on_controller_data(self, data: bytes | None) -> None:
+        old = self._controller.current
         if not self._controller.update(data, self._subscriber):
             return
         info = self._controller.current
+        if (old is not None and old.endpoint and self._pool is not None
+                and (info is None or info.endpoint != old.endpoint)):
+            # Calls waiting on the old controller (dead, or resigned) fail now and are retried
+            # on the new one (_call_controller) instead of waiting out their timeout.
+            self._drop_nodes(frozenset({old.endpoint}), what="the old controller")
         if info is None:
             self.log.info("no active controller")
             return
@@ -297,6 +303,7 @@ class Gateway:
 
     def _apply(self, *, update=None, response=None) -> None:
         before = self.cache.stamp
+        nodes_before = self.cache.node_endpoints()
         if update is not None:
             self.cache.apply_update(update, _now_ms())
         else:
@@ -306,6 +313,22 @@ class Gateway:
             level = logging.INFO if before is None or after[0] != before[0] else logging.DEBUG
             self.log.log(level, "metadata (controller_epoch, version) %s -> %s, %d topics",
                          before, after, len(self.cache.topic_names))
+            gone = nodes_before - self.cache.node_endpoints()
+            if gone and self._pool is not None:
+                self._drop_nodes(gone)
+
+    def _drop_nodes(self, endpoints: frozenset[str], what: str = "") -> None:
+        """Storage nodes that left the live set (dead, or fenced by the controller): close their
+        channels now, so requests waiting on them fail at once with NETWORK_EXCEPTION (retriable:
+        the client retries on the new leader) instead of waiting out their timeout, and nothing
+        queued for them is delivered later."""
+        self.log.info("%s %s left: dropping the connections",
+                      what or "storage nodes", sorted(endpoints))
+        for ep in endpoints:
+            if ep in self._pool:
+                task = asyncio.get_running_loop().create_task(self._pool.discard(ep))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
 
     async def _tick_loop(self) -> None:
         while True:
@@ -518,6 +541,13 @@ class Gateway:
             try:
                 return await self._pool.get(info.endpoint).call(api, body, payloads=payloads,
                                                                  timeout_ms=timeout_ms)
+            except errors.NetworkError:
+                # The channel was dropped because /controller changed (or is gone): once more
+                # on whoever is active now.
+                now = self._controller.current
+                if attempt == 1 or (now is not None and now.endpoint == info.endpoint):
+                    raise
+                continue
             except errors.NotControllerError:
                 if attempt == 1:
                     raise

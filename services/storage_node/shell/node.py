@@ -50,6 +50,7 @@ from services.storage_node.core.replica_state import (NONE, AlterIsr, AlterParti
                                                       PartitionStateIn, ReplicaManager, Role,
                                                       fetcher_id)
 from services.storage_node.shell import log_access, log_dirs_admin
+from services.storage_node.shell.controller_heartbeat import ControllerHeartbeat
 from services.storage_node.shell import metrics as node_metrics
 from services.storage_node.shell.replica_fetcher import ReplicaFetcher, whole_batches_end
 
@@ -167,8 +168,10 @@ class StorageNode:
                                    port=cfg.metrics_port)
         node_metrics.register(self.telemetry, self)
         self.telemetry.start()
+        heartbeat = ControllerHeartbeat(self)     # its own thread: see controller_heartbeat.py
         try:
             await asyncio.to_thread(self._zk_start)
+            heartbeat.start()
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
                 serve = tg.create_task(self.server.serve())
@@ -187,6 +190,7 @@ class StorageNode:
                 for t in list(self._alter_tasks):
                     t.cancel()
         finally:
+            await asyncio.to_thread(heartbeat.stop)
             await self._shutdown()
         return 0
 

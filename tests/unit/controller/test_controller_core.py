@@ -27,6 +27,7 @@ def brokers(*ids):
 
 
 def new_core(live=(1, 2, 3), topics=(), epoch=5, seed=0, **cfg):
+    cfg.setdefault("broker_session_timeout_ms", 0)   # ZooKeeper's view only (see test_broker_liveness)
     core = ControllerCore(ControllerConfig(controller_id=100, **cfg), random.Random(seed))
     core.handle(ElectedAsController(epoch, "cid", brokers(*live), tuple(topics)), 0)
     return core

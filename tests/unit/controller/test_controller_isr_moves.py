@@ -39,6 +39,7 @@ def topic(name, assignment, states, configs=None):
 
 
 def new_core(topics, live=(1, 2, 3), reassignments=(), reassign_version=NEW, **cfg):
+    cfg.setdefault("broker_session_timeout_ms", 0)   # ZooKeeper's view only (see test_broker_liveness)
     core = ControllerCore(ControllerConfig(controller_id=100, **cfg), random.Random(0))
     core.handle(ElectedAsController(5, "cid", brokers(*live), tuple(topics),
                                     reassignments=tuple(reassignments),

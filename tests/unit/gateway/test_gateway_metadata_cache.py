@@ -96,3 +96,12 @@ def test_controller_hint_until_a_snapshot_names_one():
     c.apply_update(update(controller_id=4), 0)
     c.set_controller_hint(5)
     assert c.controller_id == 4
+
+
+def test_node_endpoints_follow_the_live_set():
+    """The gateway drops its connections to nodes that leave this set (dead or fenced)."""
+    c = cache_with(epoch=1, version=1)
+    assert c.node_endpoints() == {f"tcp://127.0.0.1:{9100 + i}" for i in (1, 2, 3)}
+    assert c.apply_update(update(epoch=1, version=2, brokers=(1, 3), topics=[]), now_ms=1)
+    assert c.node_endpoints() == {"tcp://127.0.0.1:9101", "tcp://127.0.0.1:9103"}
+    assert MetadataCache().node_endpoints() == frozenset()

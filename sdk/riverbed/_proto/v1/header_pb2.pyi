@@ -67,6 +67,8 @@ class _ApiKeyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiKey.ValueTy
     """Kafka's DescribeLogDirs (35, KIP-113): a node's log dirs"""
     ALTER_REPLICA_LOG_DIRS: _ApiKey.ValueType  # 34
     """Kafka's AlterReplicaLogDirs (34, KIP-113): move a replica between dirs"""
+    BROKER_HEARTBEAT: _ApiKey.ValueType  # 63
+    """storage node -> active controller: liveness (Kafka's 63, KIP-631)"""
 
 class ApiKey(_ApiKey, metaclass=_ApiKeyEnumTypeWrapper):
     """Numbers are Riverbed's (zero means unset); names are Kafka's."""
@@ -108,6 +110,8 @@ DESCRIBE_LOG_DIRS: ApiKey.ValueType  # 35
 """Kafka's DescribeLogDirs (35, KIP-113): a node's log dirs"""
 ALTER_REPLICA_LOG_DIRS: ApiKey.ValueType  # 34
 """Kafka's AlterReplicaLogDirs (34, KIP-113): move a replica between dirs"""
+BROKER_HEARTBEAT: ApiKey.ValueType  # 63
+"""storage node -> active controller: liveness (Kafka's 63, KIP-631)"""
 Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
 
 @_typing.final

@@ -202,6 +202,61 @@ class ControlledShutdownRequest(_message.Message):
 Global___ControlledShutdownRequest: _TypeAlias = ControlledShutdownRequest  # noqa: Y015
 
 @_typing.final
+class BrokerHeartbeatRequest(_message.Message):
+    """BROKER_HEARTBEAT v0: a storage node tells the active controller it is alive, every
+    broker.heartbeat.interval.ms, beside its ZooKeeper session (Kafka's BrokerHeartbeat, KIP-631).
+    A node the controller has not heard from in broker.session.timeout.ms is fenced: taken out of
+    the live set (its partitions get new leaders and epochs) until it is heard from again.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    broker_epoch: _builtins.int
+    """czxid of its /brokers/ids/<id> registration; -1 = unknown"""
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        broker_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "broker_id", b"broker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BrokerHeartbeatRequest: _TypeAlias = BrokerHeartbeatRequest  # noqa: Y015
+
+@_typing.final
+class BrokerHeartbeatResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    IS_FENCED_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    is_fenced: _builtins.bool
+    """the controller counted this node out (it was silent)"""
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        is_fenced: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "is_fenced", b"is_fenced"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BrokerHeartbeatResponse: _TypeAlias = BrokerHeartbeatResponse  # noqa: Y015
+
+@_typing.final
 class ControlledShutdownResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
