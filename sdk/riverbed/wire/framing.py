@@ -63,6 +63,8 @@ class Request:
     api: int
     body: Message                      # parsed with APIS[api].request_type
     payloads: list = field(default_factory=list)  # frames after the body, as received
+    principal: str = "User:ANONYMOUS"   # authenticated principal (CURVE User-Id), set by the RpcServer
+    host: str = ""                       # the peer's IP address (ZMQ Peer-Address), set by the RpcServer
 
     @property
     def correlation_id(self) -> int:

@@ -57,6 +57,9 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     INVALID_SESSION_TIMEOUT: _ErrorCode.ValueType  # 26
     REBALANCE_IN_PROGRESS: _ErrorCode.ValueType  # 27
     INVALID_COMMIT_OFFSET_SIZE: _ErrorCode.ValueType  # 28
+    TOPIC_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 29
+    GROUP_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 30
+    CLUSTER_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 31
     INVALID_TIMESTAMP: _ErrorCode.ValueType  # 32
     UNSUPPORTED_VERSION: _ErrorCode.ValueType  # 35
     TOPIC_ALREADY_EXISTS: _ErrorCode.ValueType  # 36
@@ -120,6 +123,9 @@ UNKNOWN_MEMBER_ID: ErrorCode.ValueType  # 25
 INVALID_SESSION_TIMEOUT: ErrorCode.ValueType  # 26
 REBALANCE_IN_PROGRESS: ErrorCode.ValueType  # 27
 INVALID_COMMIT_OFFSET_SIZE: ErrorCode.ValueType  # 28
+TOPIC_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 29
+GROUP_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 30
+CLUSTER_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 31
 INVALID_TIMESTAMP: ErrorCode.ValueType  # 32
 UNSUPPORTED_VERSION: ErrorCode.ValueType  # 35
 TOPIC_ALREADY_EXISTS: ErrorCode.ValueType  # 36
