@@ -60,7 +60,9 @@ class Channel:
     def __init__(self, endpoint: str, *, client_id: str = "", context: zmq.Context | None = None,
                  max_message_bytes: int = 100 * 1024 * 1024, linger_ms: int = 0,
                  max_pending: int = 10_000, reconnect_ivl_ms: int = 100,
-                 reconnect_ivl_max_ms: int = 2000):
+                 reconnect_ivl_max_ms: int = 2000, security=None):
+        """`security`: a riverbed.wire.security.ClientSecurity; None reads the RIVERBED_*
+        environment variables (riverbed.wire.security.client_security)."""
         self.endpoint = endpoint
         self.client_id = client_id
         self._ctx = context or zmq.Context.instance()
@@ -68,7 +70,15 @@ class Channel:
         configure_dealer(sock, max_message_bytes=max_message_bytes, linger_ms=linger_ms,
                          reconnect_ivl_ms=reconnect_ivl_ms,
                          reconnect_ivl_max_ms=reconnect_ivl_max_ms)
-        sock.connect(endpoint)
+        try:
+            if security is None:
+                from riverbed.wire.security import client_security
+                security = client_security()
+            security.apply(sock, endpoint)
+            sock.connect(endpoint)
+        except Exception:
+            sock.close(linger=0)
+            raise
         self._sock = sock
         self._poller = zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 __all__ = [
-    "ANONYMOUS", "PROTOCOLS", "Certificate", "ClientSecurity", "KeyError_", "client_security",
-    "create_keypair", "normalize_endpoint", "parse_public_key", "read_certificate",
+    "ANONYMOUS", "PROTOCOLS", "Certificate", "ClientSecurity", "SecurityConfigError", "client_security",
+    "create_keypair", "normalize_endpoint", "secure_channel_factory", "add_public_key", "parse_public_key", "read_certificate",
     "read_certificates", "check_protocol",
 ]
 
@@ -53,20 +53,20 @@ _Z85_KEY = re.compile(r"^[0-9a-zA-Z.\-:+=^!/*?&<>()\[\]{}@%$#]{40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-class KeyError_(ValueError):
+class SecurityConfigError(ValueError):
     """A key file, key or security setting is missing or malformed (named in the message)."""
 
 
 def check_protocol(value: str | None) -> str:
     p = (value or "NONE").strip().upper()
     if p not in PROTOCOLS:
-        raise KeyError_(f"security.protocol={value!r}: expected one of {', '.join(PROTOCOLS)}")
+        raise SecurityConfigError(f"security.protocol={value!r}: expected one of {', '.join(PROTOCOLS)}")
     return p
 
 
 def check_name(name: str) -> str:
     if not _NAME.match(name or ""):
-        raise KeyError_(f"key name {name!r}: use letters, digits, '.', '_' or '-' (max 100)")
+        raise SecurityConfigError(f"key name {name!r}: use letters, digits, '.', '_' or '-' (max 100)")
     return name
 
 
@@ -120,20 +120,20 @@ def _parse_zpl(text: str) -> dict[str, dict[str, str]]:
 
 
 def read_certificate(path: str | os.PathLike) -> Certificate:
-    """A `zmq.auth` certificate (public `.key` or secret `.key_secret`). Raises KeyError_."""
+    """A `zmq.auth` certificate (public `.key` or secret `.key_secret`). Raises SecurityConfigError."""
     p = pathlib.Path(path)
     try:
         text = p.read_text()
     except OSError as e:
-        raise KeyError_(f"cannot read key file {p}: {e.strerror or e}") from None
+        raise SecurityConfigError(f"cannot read key file {p}: {e.strerror or e}") from None
     zpl = _parse_zpl(text)
     curve = zpl.get("curve", {})
     public = curve.get("public-key", "").encode()
     secret = curve.get("secret-key", "").encode() or None
     if not _Z85_KEY.match(public.decode()):
-        raise KeyError_(f"{p}: no valid curve public-key (a zmq.auth certificate?)")
+        raise SecurityConfigError(f"{p}: no valid curve public-key (a zmq.auth certificate?)")
     if secret is not None and not _Z85_KEY.match(secret.decode()):
-        raise KeyError_(f"{p}: malformed curve secret-key")
+        raise SecurityConfigError(f"{p}: malformed curve secret-key")
     return Certificate(p, public, secret, dict(zpl.get("metadata", {})))
 
 
@@ -145,13 +145,13 @@ def read_certificates(directory: str | os.PathLike) -> list[Certificate]:
     try:
         names = sorted(d.iterdir())
     except OSError as e:
-        raise KeyError_(f"cannot read key directory {d}: {e.strerror or e}") from None
+        raise SecurityConfigError(f"cannot read key directory {d}: {e.strerror or e}") from None
     for f in names:
         if f.suffix != ".key" or not f.is_file():
             continue
         try:
             out.append(read_certificate(f))
-        except KeyError_:
+        except SecurityConfigError:
             continue
     return out
 
@@ -164,14 +164,14 @@ def create_keypair(directory: str | os.PathLike, name: str, *, kind: str = "clie
     import zmq
     check_name(name)
     if kind not in ("client", "service"):
-        raise KeyError_(f"kind={kind!r}: expected client or service")
+        raise SecurityConfigError(f"kind={kind!r}: expected client or service")
     pub_dir = pathlib.Path(directory)
     sec_dir = pathlib.Path(secret_dir) if secret_dir is not None else pub_dir
     pub_dir.mkdir(parents=True, exist_ok=True)
     sec_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     pub, sec = pub_dir / f"{name}.key", sec_dir / f"{name}.key_secret"
     if not overwrite and (pub.exists() or sec.exists()):
-        raise KeyError_(f"a key named {name!r} exists already ({pub} or {sec})")
+        raise SecurityConfigError(f"a key named {name!r} exists already ({pub} or {sec})")
     metadata = {"name": name, "kind": kind}
     if endpoints:
         metadata["endpoints"] = ",".join(endpoints)
@@ -205,7 +205,7 @@ def add_public_key(trust_dir: str | os.PathLike, certificate: str | os.PathLike)
     """Copy a public certificate into a trust directory (validated; a secret file is refused)."""
     cert = read_certificate(certificate)
     if cert.secret_key is not None:
-        raise KeyError_(f"{certificate} holds a secret key: add the public .key file instead")
+        raise SecurityConfigError(f"{certificate} holds a secret key: add the public .key file instead")
     d = pathlib.Path(trust_dir)
     d.mkdir(parents=True, exist_ok=True)
     dest = d / f"{check_name(cert.name)}.key"
@@ -270,7 +270,7 @@ class ClientSecurity:
             self._server_keys = server_key_map(read_certificates(self.server_keys_dir))
             key = self._server_keys.get(ep)
         if key is None:
-            raise KeyError_(f"no CURVE public key known for server {endpoint} (set "
+            raise SecurityConfigError(f"no CURVE public key known for server {endpoint} (set "
                             f"curve_server_public_key, or curve_server_keys_dir to a directory "
                             f"holding its certificate)")
         return key
@@ -293,7 +293,7 @@ def _properties(path: str) -> dict[str, str]:
     try:
         text = pathlib.Path(path).read_text()
     except OSError as e:
-        raise KeyError_(f"cannot read client properties {path}: {e.strerror or e}") from None
+        raise SecurityConfigError(f"cannot read client properties {path}: {e.strerror or e}") from None
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#!" or "=" not in line:
@@ -303,13 +303,24 @@ def _properties(path: str) -> dict[str, str]:
     return out
 
 
+def secure_channel_factory(channel_factory: Any = None, **settings: Any) -> Any:
+    """The channel factory a client uses: `channel_factory` as given (tests' fakes), else
+    riverbed.wire.client.Channel with the security from `settings` (client_security's
+    arguments) — checked now, so a bad setting fails the client's constructor."""
+    if channel_factory is not None:
+        return channel_factory
+    import functools
+    from riverbed.wire.client import Channel
+    return functools.partial(Channel, security=client_security(**settings))
+
+
 def client_security(*, security_protocol: str | None = None,
                     curve_secret_key_file: str | None = None,
                     curve_server_public_key: str | None = None,
                     curve_server_keys_dir: str | None = None,
                     env: Mapping[str, str] | None = None) -> ClientSecurity:
     """A client's settings: arguments, else RIVERBED_* environment variables, else the client
-    properties file RIVERBED_CLIENT_PROPERTIES names. Raises KeyError_ when CURVE is asked for
+    properties file RIVERBED_CLIENT_PROPERTIES names. Raises SecurityConfigError when CURVE is asked for
     without a usable key."""
     env = os.environ if env is None else env
     props = _properties(env[ENV_CLIENT_PROPERTIES]) if env.get(ENV_CLIENT_PROPERTIES) else {}
@@ -326,15 +337,15 @@ def client_security(*, security_protocol: str | None = None,
         return ClientSecurity()
     secret_file = pick(curve_secret_key_file, ENV_SECRET_KEY_FILE, "curve.secret.key.file")
     if not secret_file:
-        raise KeyError_("security_protocol=CURVE needs curve_secret_key_file (the client's "
+        raise SecurityConfigError("security_protocol=CURVE needs curve_secret_key_file (the client's "
                         ".key_secret file; `riverbed keys generate` makes one)")
     cert = read_certificate(secret_file)
     if cert.secret_key is None:
-        raise KeyError_(f"{secret_file} holds no secret key (use the .key_secret file)")
+        raise SecurityConfigError(f"{secret_file} holds no secret key (use the .key_secret file)")
     server_key = pick(curve_server_public_key, ENV_SERVER_PUBLIC_KEY, "curve.server.public.key")
     keys_dir = pick(curve_server_keys_dir, ENV_SERVER_KEYS_DIR, "curve.server.keys.dir")
     if not server_key and not keys_dir:
-        raise KeyError_("security_protocol=CURVE needs curve_server_public_key or "
+        raise SecurityConfigError("security_protocol=CURVE needs curve_server_public_key or "
                         "curve_server_keys_dir (to know the servers' public keys)")
     return ClientSecurity("CURVE", cert.public_key, cert.secret_key,
                           parse_public_key(server_key) if server_key else b"", keys_dir or "",

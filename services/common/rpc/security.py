@@ -13,6 +13,8 @@ config declares them):
                                     handshake by then is disconnected (default 10000)
     super.users                     `User:a;User:b`: principals that hold every operation,
                                     ClusterAction included (shared with the authorizer)
+    zookeeper.set.acl               create znodes writable only by the fleet (services.common.zk)
+    zookeeper.credentials.file      `user:password` for ZooKeeper digest authentication
 
 With CURVE, every server socket is a CURVE server with the process's key and ZAP domain
 "riverbed" (ZMQ_ZAP_ENFORCE_DOMAIN: no handler, no connection). The ZAP handler (one thread per
@@ -37,7 +39,7 @@ from riverbed.wire.security import (
     ANONYMOUS,
     ZAP_DOMAIN,
     ClientSecurity,
-    KeyError_,
+    SecurityConfigError,
     check_protocol,
     read_certificate,
     read_certificates,
@@ -58,6 +60,8 @@ class SecurityConfig:
     curve_trusted_keys_reload_ms: int = 5000
     socket_handshake_timeout_ms: int = 10000
     super_users: str = ""
+    zookeeper_set_acl: bool = False
+    zookeeper_credentials_file: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "security_protocol", check_protocol(self.security_protocol))
@@ -68,6 +72,8 @@ class SecurityConfig:
                 raise ValueError("security.protocol=CURVE needs curve.trusted.keys.dir")
         if self.curve_trusted_keys_reload_ms < 100:
             raise ValueError("curve.trusted.keys.reload.ms must be >= 100")
+        if self.zookeeper_set_acl and not self.zookeeper_credentials_file:
+            raise ValueError("zookeeper.set.acl=true needs zookeeper.credentials.file")
         if self.socket_handshake_timeout_ms < 0:
             raise ValueError("socket.handshake.timeout.ms must be >= 0")
 
@@ -118,7 +124,7 @@ class TrustStore:
                 return False
             try:
                 certs = read_certificates(self.directory)
-            except KeyError_ as e:
+            except SecurityConfigError as e:
                 log.warning("trusted keys not re-read: %s", e)
                 return False
             self.principals = {c.public_key: c.principal for c in certs}
@@ -207,7 +213,7 @@ class ServerSecurity:
         if self.protocol == "CURVE":
             cert = read_certificate(cfg.curve_secret_key_file)
             if cert.secret_key is None:
-                raise KeyError_(f"{cfg.curve_secret_key_file} holds no secret key")
+                raise SecurityConfigError(f"{cfg.curve_secret_key_file} holds no secret key")
             self.public_key, self.secret_key = cert.public_key, cert.secret_key
             self.principal = cert.principal
             self.trust = TrustStore(cfg.curve_trusted_keys_dir)
