@@ -174,10 +174,11 @@ class _ZapHandler(threading.Thread):
                     continue
                 msg = sock.recv_multipart()
                 sock.send_multipart(self._reply(msg))
-        except zmq.ContextTerminated:
-            pass
+        except zmq.ZMQError as e:   # the context is terminated or destroyed: the process ends
+            log.debug("ZAP handler stops: %s", e)
         finally:
-            sock.close(linger=0)
+            if not sock.closed:
+                sock.close(linger=0)
 
     def _reply(self, msg: list[bytes]) -> list[bytes]:
         if len(msg) < 6:
