@@ -72,6 +72,7 @@ run: install
 
 bench: install
 	$(PY) -m loadgen.bench $(BENCH_ARGS)
+	$(PY) -m loadgen.bench --security
 
 # Spark reading and writing 2,000,000 records beside one SDK consumer and producer.
 spark-bench: install

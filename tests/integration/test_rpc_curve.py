@@ -176,3 +176,49 @@ def test_publisher_serves_trusted_subscribers_only(tmp_path, free_ports, ctx):
             await bad.close()
             await pub.close()
     run(main())
+
+
+def test_connections_per_ip_are_capped(tmp_path, free_ports, ctx):
+    port = free_ports(1)[0]
+    _, clients = keys(tmp_path, port)
+    capped = ServerSecurity(SecurityConfig(
+        security_protocol="CURVE",
+        curve_secret_key_file=str(tmp_path / "private" / "server.key_secret"),
+        curve_trusted_keys_dir=str(tmp_path / "trusted"), max_connections_per_ip=2))
+
+    async def ok(req):
+        return Reply(metadata_pb2.MetadataResponse())
+
+    async def main():
+        server = RpcServer(f"tcp://127.0.0.1:{port}", {ApiKey.METADATA: ok}, name="t",
+                           context=ctx, security=capped)
+        serving = asyncio.create_task(server.serve())
+        chans = []
+        try:
+            for _ in range(2):
+                ch = AsyncChannel(server.bound_endpoint, context=ctx, security=clients["alice"])
+                chans.append(ch)
+                assert (await ch.call(ApiKey.METADATA, metadata_pb2.MetadataRequest(),
+                                      timeout_ms=20000)).ok
+            third = AsyncChannel(server.bound_endpoint, context=ctx, security=clients["alice"])
+            with pytest.raises(errors.RequestTimedOutError):
+                await third.call(ApiKey.METADATA, metadata_pb2.MetadataRequest(), timeout_ms=1500)
+            await third.close()     # refused by ZAP: libzmq does not retry that connection
+            await chans.pop().close()     # a slot frees: a new connection gets in
+            deadline = time.monotonic() + 60
+            while True:
+                ch = AsyncChannel(server.bound_endpoint, context=ctx, security=clients["alice"])
+                try:
+                    assert (await ch.call(ApiKey.METADATA, metadata_pb2.MetadataRequest(),
+                                          timeout_ms=1000)).ok
+                    chans.append(ch)
+                    break
+                except errors.RequestTimedOutError:
+                    await ch.close()
+                    assert time.monotonic() < deadline
+        finally:
+            for ch in chans:
+                await ch.close()
+            await server.close()
+            serving.cancel()
+    run(main())

@@ -11,6 +11,9 @@ config declares them):
     curve.trusted.keys.reload.ms    how often the directory is checked for changes (and SIGHUP)
     socket.handshake.timeout.ms     ZMQ_HANDSHAKE_IVL: a peer that has not finished its CURVE
                                     handshake by then is disconnected (default 10000)
+    max.connections.per.ip          Kafka's: connections one IP may hold to one process's
+                                    server sockets; the ZAP handler refuses the handshake of one
+                                    more (counted from socket monitor events; CURVE only)
     super.users                     `User:a;User:b`: principals that hold every operation,
                                     ClusterAction included (shared with the authorizer)
     zookeeper.set.acl               create znodes writable only by the fleet (services.common.zk)
@@ -27,6 +30,7 @@ and new client keys both work during a rotation.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import os
 import threading
@@ -60,6 +64,7 @@ class SecurityConfig:
     curve_trusted_keys_reload_ms: int = 5000
     socket_handshake_timeout_ms: int = 10000
     super_users: str = ""
+    max_connections_per_ip: int = 2147483647
     zookeeper_set_acl: bool = False
     zookeeper_credentials_file: str = ""
 
@@ -74,6 +79,8 @@ class SecurityConfig:
             raise ValueError("curve.trusted.keys.reload.ms must be >= 100")
         if self.zookeeper_set_acl and not self.zookeeper_credentials_file:
             raise ValueError("zookeeper.set.acl=true needs zookeeper.credentials.file")
+        if self.max_connections_per_ip < 1:
+            raise ValueError("max.connections.per.ip must be >= 1")
         if self.socket_handshake_timeout_ms < 0:
             raise ValueError("socket.handshake.timeout.ms must be >= 0")
 
@@ -135,6 +142,46 @@ class TrustStore:
             return True
 
 
+class ConnectionCounter:
+    """Live connections per peer IP, from socket monitor events (pure: no sockets)."""
+
+    def __init__(self) -> None:
+        self._by_fd: dict[tuple[int, int], str] = {}    # (socket, fd) -> ip
+        self.per_ip: dict[str, int] = {}
+
+    def accepted(self, sock_id: int, fd: int, ip: str) -> None:
+        self.closed(sock_id, fd)        # an fd reused before its close event was seen
+        self._by_fd[(sock_id, fd)] = ip
+        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+
+    def closed(self, sock_id: int, fd: int) -> None:
+        ip = self._by_fd.pop((sock_id, fd), None)
+        if ip is not None:
+            n = self.per_ip.get(ip, 0) - 1
+            if n > 0:
+                self.per_ip[ip] = n
+            else:
+                self.per_ip.pop(ip, None)
+
+    def over(self, ip: str, limit: int) -> bool:
+        """The connection being handshaked is counted already: refuse above `limit`."""
+        return self.per_ip.get(ip, 0) > limit
+
+
+def _peer_ip(fd: int) -> str | None:
+    import socket as _socket
+    try:
+        with _socket.socket(fileno=os.dup(fd)) as s:
+            return s.getpeername()[0]
+    except OSError:
+        return None
+
+
+_MONITOR_IDS = itertools.count()
+# values are the connection's fd (a refused handshake ends with DISCONNECTED too)
+_MONITOR_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
+
+
 class _ZapHandler(threading.Thread):
     """ZAP (RFC 27) for one context: REP on inproc://zeromq.zap.01, in its own thread, so a
     handshake never waits on the service's event loop."""
@@ -147,6 +194,44 @@ class _ZapHandler(threading.Thread):
         self._error: BaseException | None = None
         self.admitted = 0
         self.refused = 0
+        self.connections = ConnectionCounter()
+        self._new_monitors: list[tuple[int, zmq.Socket]] = []   # handed over by apply_server
+        self._monitors: dict[zmq.Socket, int] = {}
+        self._poller = zmq.Poller()
+
+    def add_monitor(self, server: zmq.Socket) -> None:
+        """Count `server`'s connections per IP (call before it binds)."""
+        addr = f"inproc://riverbed-monitor-{id(server)}-{next(_MONITOR_IDS)}"
+        server.monitor(addr, _MONITOR_EVENTS)
+        mon = self._ctx.socket(zmq.PAIR, socket_class=zmq.Socket)   # a plain socket (thread)
+        mon.connect(addr)
+        with self._security._lock:
+            self._new_monitors.append((id(server), mon))
+
+    def _take_monitors(self) -> None:
+        if not self._new_monitors:
+            return
+        with self._security._lock:
+            new, self._new_monitors = self._new_monitors, []
+        for sid, mon in new:
+            self._monitors[mon] = sid
+            self._poller.register(mon, zmq.POLLIN)
+
+    def _drain_monitors(self) -> None:
+        from zmq.utils.monitor import parse_monitor_message
+        self._take_monitors()
+        for mon, sid in self._monitors.items():
+            while True:
+                try:
+                    ev = parse_monitor_message(mon.recv_multipart(zmq.NOBLOCK))
+                except zmq.Again:
+                    break
+                if ev["event"] == zmq.EVENT_ACCEPTED:
+                    ip = _peer_ip(ev["value"])
+                    if ip is not None:
+                        self.connections.accepted(sid, ev["value"], ip)
+                else:
+                    self.connections.closed(sid, ev["value"])
 
     def start_and_wait(self) -> None:
         self.start()
@@ -165,11 +250,13 @@ class _ZapHandler(threading.Thread):
             return
         self._ready.set()
         sec = self._security
-        poller = zmq.Poller()
+        poller = self._poller
         poller.register(sock, zmq.POLLIN)
         try:
             while True:
-                if not poller.poll(sec.reload_ms):
+                events = dict(poller.poll(min(sec.reload_ms, 1000)))
+                self._drain_monitors()   # connections first: a ZAP request counts its own
+                if sock not in events:
                     sec.trust.reload()
                     continue
                 msg = sock.recv_multipart()
@@ -177,6 +264,9 @@ class _ZapHandler(threading.Thread):
         except zmq.ZMQError as e:   # the context is terminated or destroyed: the process ends
             log.debug("ZAP handler stops: %s", e)
         finally:
+            for mon in list(self._monitors):
+                if not mon.closed:
+                    mon.close(linger=0)
             if not sock.closed:
                 sock.close(linger=0)
 
@@ -186,6 +276,12 @@ class _ZapHandler(threading.Thread):
         version, request_id, domain, address, _identity, mechanism = msg[:6]
         sec = self._security
         sec.trust.reload()          # cheap: a directory listing, re-read only when it changed
+        ip = address.decode(errors="replace")
+        limit = sec.config.max_connections_per_ip
+        if self._monitors and self.connections.over(ip, limit):
+            self.refused += 1
+            log.info("ZAP refused %s: more than max.connections.per.ip=%d", ip, limit)
+            return [b"1.0", request_id, b"400", b"too many connections", b"", b""]
         principal = None
         if mechanism == b"CURVE" and len(msg) >= 7 and domain == ZAP_DOMAIN.encode():
             import zmq.utils.z85
@@ -235,7 +331,9 @@ class ServerSecurity:
         handler first. No-op for NONE."""
         if not self.curve:
             return
-        self._ensure_zap(context)
+        zap = self._ensure_zap(context)
+        if self.config.max_connections_per_ip < 2147483647:
+            zap.add_monitor(sock)
         sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
         sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
         sock.setsockopt(zmq.CURVE_SERVER, 1)
@@ -243,13 +341,14 @@ class ServerSecurity:
         if self.config.socket_handshake_timeout_ms:
             sock.setsockopt(zmq.HANDSHAKE_IVL, self.config.socket_handshake_timeout_ms)
 
-    def _ensure_zap(self, context: zmq.Context) -> None:
+    def _ensure_zap(self, context: zmq.Context) -> "_ZapHandler":
         with self._lock:
             handler = self._zap.get(id(context))
             if handler is None or not handler.is_alive():
                 handler = _ZapHandler(context, self)
                 handler.start_and_wait()
                 self._zap[id(context)] = handler
+            return handler
 
     def reload_trusted_keys(self) -> bool:
         return self.trust.reload(force=True) if self.trust is not None else False

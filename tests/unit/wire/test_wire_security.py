@@ -121,3 +121,16 @@ def test_zookeeper_credentials_file(tmp_path):
     f.write_text("nopassword\n")
     with pytest.raises(ValueError):
         zkmod.ZkAuth.from_file(str(f))
+
+
+def test_connection_counter_per_ip():
+    c = rsec.ConnectionCounter()
+    c.accepted(1, 10, "10.0.0.1")
+    c.accepted(1, 11, "10.0.0.1")
+    c.accepted(2, 10, "10.0.0.2")          # same fd number on another socket
+    assert not c.over("10.0.0.1", 2) and c.over("10.0.0.1", 1)
+    c.closed(1, 10)
+    c.closed(1, 10)                        # a second close event for the fd: no-op
+    assert c.per_ip == {"10.0.0.1": 1, "10.0.0.2": 1}
+    c.accepted(1, 11, "10.0.0.3")          # fd reused before its close was seen
+    assert c.per_ip == {"10.0.0.3": 1, "10.0.0.2": 1}
