@@ -11,7 +11,7 @@ RUN_DIR ?= run
 BASE_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: all install system venv proto test test-unit test-integration test-spark run bench \
+.PHONY: all install system venv proto test test-unit test-integration test-spark test-fault run bench \
 	spark-bench spark-env lint typecheck clean
 
 all: test
@@ -20,13 +20,15 @@ install: system venv
 
 # Debian's zookeeper package ships only jars: nothing is started (see RECIPES.md). Prometheus
 # (the observability tests scrape a live fleet with it) is started by the tests, never as a daemon.
+# xfsprogs/e2fsprogs: the storage-fault suite formats loop devices XFS and ext4 (tests/fault).
 system:
 	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null \
-	    || ! command -v prometheus >/dev/null; then \
-	  echo "installing zookeeper, a JRE and prometheus from Debian's packages"; \
+	    || ! command -v prometheus >/dev/null || ! command -v mkfs.xfs >/dev/null \
+	    || ! command -v mkfs.ext4 >/dev/null; then \
+	  echo "installing zookeeper, a JRE, prometheus, xfsprogs and e2fsprogs from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless \
-	    prometheus >/dev/null; \
+	    prometheus xfsprogs e2fsprogs >/dev/null; \
 	fi
 
 venv: $(STAMP)
@@ -60,6 +62,11 @@ test-unit: venv
 
 test-integration: install
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+# The fault ring alone: kills, pauses, session expiries and storage faults on loop-device XFS/ext4
+# file systems (root; the disk tests skip with a reason elsewhere). `make test` runs it too.
+test-fault: install
+	$(PY) -m pytest -m fault tests/fault $(PYTEST_ARGS)
 
 # The Spark ring alone: the riverbed data source, the jobs and a standalone cluster against a real
 # fleet (one local SparkSession for the run). `make test` runs it too.

@@ -22,7 +22,9 @@ from riverbed._proto.v1 import (
     metadata_pb2,
     offset_pb2,
 )
+from riverbed import log_dirs
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
+from riverbed.log_dirs import NodeLogDirs
 from riverbed.wire.security import secure_channel_factory
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
@@ -334,6 +336,35 @@ class Admin(KafkaPythonAdminMixin):
             "replicas": tuple(r.replicas), "target_replicas": tuple(r.target_replicas),
             "adding_replicas": tuple(r.adding_replicas),
             "removing_replicas": tuple(r.removing_replicas)} for r in resp.reassignments}
+
+    # -- log dirs (kafka-log-dirs.sh, KIP-113) ---------------------------------------------------
+    def describe_log_dirs(self, broker_ids: Iterable[int] | None = None,
+                          topics: Iterable[str] | None = None) -> list[NodeLogDirs]:
+        """Each storage node's log dirs (all live nodes unless `broker_ids`): path, state
+        (online / offline / low-space), file-system size and free bytes, and its replicas
+        (only those of `topics` if given) with their sizes and lag."""
+        req = admin_ops_pb2.DescribeLogDirsRequest(broker_ids=list(broker_ids or ()),
+                                                   topics=list(topics or ()))
+        resp = self._call(ApiKey.DESCRIBE_LOG_DIRS, req)
+        if resp.error_code != 0:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        return log_dirs.from_response(resp)
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int, int], str]) -> None:
+        """Move replicas between the log dirs of their nodes: {(topic, partition, node id):
+        absolute log dir}. The node copies the replica while it keeps serving, then swaps;
+        returns once every move is done. A replica the node does not host yet is created
+        there later. Raises the first failure (LogDirNotFoundError, KafkaStorageError, ...)."""
+        req = admin_ops_pb2.AlterReplicaLogDirsRequest()
+        for (topic, partition, node), path in moves.items():
+            req.moves.add(broker_id=node, topic=topic, partition=partition, log_dir=path)
+        resp = self._call(ApiKey.ALTER_REPLICA_LOG_DIRS, req)
+        if resp.error_code != 0:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        for r in resp.results:
+            if r.error_code != 0:
+                raise errors.for_code(r.error_code, f"node {r.broker_id}: {r.error_message}",
+                                      topic=r.topic, partition=r.partition)
 
     # -- consumer groups (kafka-consumer-groups.sh) ------------------------------------------------
     def _group_call(self, api: int, body, error_of: Callable = lambda r: (r.error_code, r.error_message)):

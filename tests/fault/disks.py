@@ -9,6 +9,7 @@ losetup gave us) and image — also when the test fails.
         disk.fill(leave_bytes=8 << 20)  # ballast: leaves that much free
         disk.drain()                    # ballast gone
         disk.fail()                     # shutdown: EIO from now on
+        disk.remount_read_only()        # ext4 with errors=remount-ro: an error makes it read-only
         disk.replace()                  # unmount + mount again (XFS replays its log)
 """
 from __future__ import annotations
@@ -45,11 +46,13 @@ def unavailable_reason() -> str | None:
 
 
 class Disk:
-    def __init__(self, path: pathlib.Path, image: pathlib.Path, device: str, fstype: str):
+    def __init__(self, path: pathlib.Path, image: pathlib.Path, device: str, fstype: str,
+                 options: str = ""):
         self.path = path
         self.image = image
         self.device = device
         self.fstype = fstype
+        self.options = options or MOUNT_OPTIONS[fstype]
         self.ballast = path / "ballast"
 
     def free_bytes(self) -> int:
@@ -69,11 +72,22 @@ class Disk:
         """The file system shuts down: every read and write gets EIO from now on."""
         _run("xfs_io", "-x", "-c", "shutdown", str(self.path))
 
+    def remount_read_only(self) -> None:
+        """An ext4 error on a file system mounted errors=remount-ro (what a distribution's
+        default does when the disk misbehaves): the kernel remounts it read-only, so every
+        write from now on gets EROFS while reads still work."""
+        if self.fstype != "ext4" or "errors=remount-ro" not in self.options:
+            raise ValueError("remount_read_only needs an ext4 disk mounted errors=remount-ro")
+        name = os.path.basename(os.path.realpath(self.device))
+        with open(f"/sys/fs/ext4/{name}/trigger_fs_error", "w") as f:
+            f.write("riverbed fault test\n")
+
     def replace(self) -> None:
         """The operator's fix: unmount the failed file system and mount it again."""
         _umount(self.path)
-        _run("mount", "-t", self.fstype, "-o", MOUNT_OPTIONS[self.fstype], self.device,
-             str(self.path))
+        if self.fstype == "ext4":     # clear the error state the way an operator would
+            subprocess.run(["e2fsck", "-f", "-y", self.device], capture_output=True, timeout=120)
+        _run("mount", "-t", self.fstype, "-o", self.options, self.device, str(self.path))
 
 
 def _umount(path: pathlib.Path) -> None:
@@ -86,7 +100,8 @@ def _umount(path: pathlib.Path) -> None:
 
 
 @contextlib.contextmanager
-def loop_disk(path: pathlib.Path, *, size_mb: int = 320, fstype: str = "xfs") -> Iterator[Disk]:
+def loop_disk(path: pathlib.Path, *, size_mb: int = 320, fstype: str = "xfs",
+              options: str = "") -> Iterator[Disk]:
     path.mkdir(parents=True, exist_ok=True)
     image = path.with_name(path.name + ".img")
     device = None
@@ -99,9 +114,10 @@ def loop_disk(path: pathlib.Path, *, size_mb: int = 320, fstype: str = "xfs") ->
             _run("mkfs.xfs", "-q", "-f", device)
         else:
             _run("mkfs.ext4", "-q", "-F", device)
-        _run("mount", "-t", fstype, "-o", MOUNT_OPTIONS[fstype], device, str(path))
+        disk = Disk(path, image, device, fstype, options)
+        _run("mount", "-t", fstype, "-o", disk.options, device, str(path))
         mounted = True
-        yield Disk(path, image, device, fstype)
+        yield disk
     finally:
         if mounted or os.path.ismount(path):
             _umount(path)

@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from kazoo.exceptions import NoNodeError
 from node_helpers import NONE, fetch_all, leader_and_isr, produce, wait_registered
 
 from riverbed import errors
@@ -32,6 +33,14 @@ pytestmark = pytest.mark.integration
 E = errors.ErrorCode
 WAIT_S = 30.0          # bound on polling loops, never a pass/fail threshold on speed
 TOPIC = "idem"
+
+
+def active_controller(zk) -> int | None:
+    """The id in /controller, or None while there is none (it may go between exists and get)."""
+    try:
+        return znodes.decode_controller(zk.get(znodes.CONTROLLER)[0]).controller_id
+    except NoNodeError:
+        return None
 
 
 def wait_until(pred, what, timeout_s=WAIT_S, interval_s=0.05):
@@ -122,8 +131,7 @@ def test_init_producer_id_from_the_active_controller(tmp_path, zk_chroot, zk, fr
         # Fail over: the successor claims the next block, so its ids are new ones.
         procs[active].send_signal(signal.SIGKILL)
         procs[active].wait(10)
-        wait_until(lambda: zk.exists(znodes.CONTROLLER) and znodes.decode_controller(
-            zk.get(znodes.CONTROLLER)[0]).controller_id == standby, "the standby to take over")
+        wait_until(lambda: active_controller(zk) == standby, "the standby to take over")
         third = first_id_from(f"tcp://127.0.0.1:{ports[standby]}")
         assert third.producer_id > block.block_end
     finally:

@@ -142,6 +142,15 @@ def test_stop_replica_attack_deletes_nothing(fleet, acked, tmp_path):
                         ch.call(ApiKey.STOP_REPLICA, stop_replica(epoch), timeout_ms=2000)
             finally:
                 ch.close()
+        if sec is not None:     # nor does a produce through the gateway append anything
+            ch = Channel(fleet.gateway_endpoint, client_id=f"attacker-{who}", security=sec)
+            produce = produce_pb2.ProduceRequest(acks=1, timeout_ms=1000)
+            produce.topics.add(name=TOPIC).partitions.add(partition=0)
+            try:
+                with pytest.raises(errors.RequestTimedOutError):
+                    ch.call(ApiKey.PRODUCE, produce, payloads=(b"\0" * 61,), timeout_ms=2000)
+            finally:
+                ch.close()
     for i in (1, 2, 3):
         for p in range(3):
             assert (fleet.data_dir / f"storage-{i}" / "logs" / f"{TOPIC}-{p}").is_dir()

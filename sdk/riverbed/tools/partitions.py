@@ -3,6 +3,8 @@
 The JSON files are Kafka's:
   topics to move:  {"version":1,"topics":[{"topic":"foo"}]}
   reassignment:    {"version":1,"partitions":[{"topic":"foo","partition":0,"replicas":[1,2]}]}
+  with log dirs:   ... "replicas":[1,2],"log_dirs":["/data2/riverbed","any"]   (KIP-113: per replica,
+                   the log dir of that node to hold it; "any" leaves it where the node puts it)
 --generate only prints (current and proposed assignment); --execute asks the controller (through
 a gateway) to start the moves; --verify reports, per partition, whether its move has finished.
 Raising a partition's replication factor is a reassignment with a longer replica list.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 
@@ -67,6 +70,25 @@ def parse_reassignment(text: str) -> dict[tuple[str, int], tuple[int, ...]]:
     return out
 
 
+def parse_log_dirs(text: str) -> dict[tuple[str, int, int], str]:
+    """The `log_dirs` of a reassignment (KIP-113): {(topic, partition, node id): log dir} for
+    every replica whose entry is not "any"."""
+    obj = json.loads(text)
+    out: dict[tuple[str, int, int], str] = {}
+    for item in obj.get("partitions", []) if isinstance(obj, dict) else []:
+        dirs = item.get("log_dirs") if isinstance(item, dict) else None
+        if dirs is None:
+            continue
+        replicas = item.get("replicas") or []
+        if not isinstance(dirs, list) or len(dirs) != len(replicas):
+            raise ValueError(f"{item.get('topic')}-{item.get('partition')}: log_dirs must list "
+                             f"one dir (or \"any\") per replica")
+        for node, d in zip(replicas, dirs):
+            if d != "any":
+                out[(str(item["topic"]), int(item["partition"]), int(node))] = str(d)
+    return out
+
+
 def parse_topics_to_move(text: str) -> list[str]:
     obj = json.loads(text)
     if not isinstance(obj, dict) or not isinstance(obj.get("topics"), list):
@@ -116,8 +138,9 @@ def _run(args: argparse.Namespace) -> int:
                 raise SystemExit("error: --broker-list is required with --generate")
             brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
         else:
-            wanted = parse_reassignment(_read(args.reassignment_json_file,
-                                              "--reassignment-json-file"))
+            text = _read(args.reassignment_json_file, "--reassignment-json-file")
+            wanted = parse_reassignment(text)
+            dirs = parse_log_dirs(text)
     except (ValueError, OSError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2
@@ -140,9 +163,14 @@ def _run(args: argparse.Namespace) -> int:
             print(assignment_json({tp: current[tp] for tp in wanted if tp in current}), file=out)
             print("\nSave this to use as the --reassignment-json-file option during rollback",
                   file=out)
-            admin.alter_partition_reassignments(wanted)
+            if dirs:     # first, so that replicas still to be created go to their dir too
+                admin.alter_replica_log_dirs(dirs)
+            if any(current.get(tp) != r for tp, r in wanted.items()):
+                admin.alter_partition_reassignments(wanted)
             print(f"Successfully started reassignment of partitions {assignment_json(wanted)}",
                   file=out)
+            if dirs:
+                print(f"Successfully moved {len(dirs)} replica(s) between log dirs", file=out)
             return 0
         # --verify
         in_progress = admin.list_partition_reassignments(wanted)
@@ -157,4 +185,17 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 failed = True
                 print(f"Reassignment of partition {t}-{p} failed", file=out)
+        if dirs:
+            where = {(r.topic, r.partition, n.node_id): d.path
+                     for n in admin.describe_log_dirs({b for _, _, b in dirs},
+                                                      {t for t, _, _ in dirs})
+                     for d in n.log_dirs for r in d.replicas if not r.is_future}
+            for (t, p, b), d in sorted(dirs.items()):
+                if where.get((t, p, b)) == os.path.abspath(d):
+                    print(f"Reassignment of replica {t}-{p}-{b} to {d} completed successfully",
+                          file=out)
+                else:
+                    failed = True
+                    print(f"Reassignment of replica {t}-{p}-{b} to {d} is not done "
+                          f"(it is in {where.get((t, p, b), 'no log dir')})", file=out)
         return 1 if failed else 0

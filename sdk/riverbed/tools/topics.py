@@ -40,14 +40,17 @@ def add_command(subparsers) -> None:
 
 
 def format_description(desc) -> list[str]:
-    """Kafka 0.8's describe output: a topic line, then one tab-indented line per partition."""
+    """Kafka 0.8's describe output: a topic line, then one tab-indented line per partition
+    (with Kafka 1.0's `Offline:` replicas — down, or their log dir offline — when there are)."""
     configs = ",".join(f"{k}={v}" for k, v in sorted(desc.configs.items()))
     lines = [f"Topic:{desc.name}\tPartitionCount:{len(desc.partitions)}\t"
              f"ReplicationFactor:{desc.replication_factor}\tConfigs:{configs}"]
     for p in desc.partitions:
         lines.append(f"\tTopic: {desc.name}\tPartition: {p.partition}\tLeader: "
                      f"{p.leader if p.leader >= 0 else 'none'}\t"
-                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+                     + (f"\tOffline: {','.join(map(str, p.offline_replicas))}"
+                        if p.offline_replicas else ""))   # KIP-112: replicas whose log dir failed
     return lines
 
 

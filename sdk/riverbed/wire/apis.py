@@ -86,6 +86,10 @@ _api(ApiKey.LIST_GROUPS, group_pb2.ListGroupsRequest, group_pb2.ListGroupsRespon
 _api(ApiKey.OFFSET_COMMIT, offset_pb2.OffsetCommitRequest, offset_pb2.OffsetCommitResponse)
 _api(ApiKey.OFFSET_FETCH, offset_pb2.OffsetFetchRequest, offset_pb2.OffsetFetchResponse)
 _api(ApiKey.OFFSET_DELETE, offset_pb2.OffsetDeleteRequest, offset_pb2.OffsetDeleteResponse)
+_api(ApiKey.DESCRIBE_LOG_DIRS, admin_ops_pb2.DescribeLogDirsRequest,
+     admin_ops_pb2.DescribeLogDirsResponse)
+_api(ApiKey.ALTER_REPLICA_LOG_DIRS, admin_ops_pb2.AlterReplicaLogDirsRequest,
+     admin_ops_pb2.AlterReplicaLogDirsResponse)
 
 
 def api_name(key: int) -> str:

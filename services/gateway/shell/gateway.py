@@ -32,6 +32,7 @@ from services.common.controller_feed import ControllerFeed
 from services.common.metrics_core import RequestMetrics
 from services.common.telemetry import Telemetry
 from services.gateway.config import GatewayConfig
+from services.gateway.core import log_dirs
 from services.gateway.core.metadata_cache import MetadataCache
 from services.gateway.core.routing import (
     ROUTED_APIS,
@@ -193,6 +194,8 @@ class Gateway:
         for api in ADMIN_APIS:
             h[api] = self._admin
         h.update(self._groups.handlers())
+        h[ApiKey.DESCRIBE_LOG_DIRS] = self._describe_log_dirs
+        h[ApiKey.ALTER_REPLICA_LOG_DIRS] = self._alter_replica_log_dirs
         return h
 
     def _spawn(self, coro) -> None:
@@ -427,6 +430,39 @@ class Gateway:
                                                            timeout_ms=timeout_ms)
         except Exception as e:  # noqa: BLE001 - acks=0: nobody to tell
             self.log.debug("acks=0 produce to node %d dropped: %r", sub.node_id, e)
+
+    # -- log dirs (KIP-113): asked of the storage nodes themselves -------------------------
+    def _live_nodes(self) -> list[int]:
+        return [b.node_id for b in self.cache.describe_cluster().brokers]
+
+    async def _ask_node(self, node_id: int, api: int, body, timeout_ms: int):
+        endpoint = self.cache.endpoint_of(node_id)
+        if endpoint is None:
+            return E.BROKER_NOT_AVAILABLE, f"node {node_id} is not live", None
+        try:
+            resp = await self._pool.get(endpoint).call(api, body, timeout_ms=timeout_ms)
+        except errors.KafkaError as e:
+            return e.code, e.message or e.name, None
+        except Exception as e:  # noqa: BLE001 - that node's answer is an error, the others stand
+            return E.NETWORK_EXCEPTION, f"node {node_id}: {e}", None
+        return E.NONE, "", resp.body
+
+    async def _describe_log_dirs(self, req: rpc.Request) -> rpc.Reply:
+        timeout = self._timeout(req)
+        await self._ensure_metadata(timeout // 2)
+        ask, dead = log_dirs.describe_targets(req.body, self._live_nodes())
+        body = log_dirs.node_describe_request(req.body)
+        answers = await asyncio.gather(*(self._ask_node(n, req.api, body, timeout) for n in ask))
+        return rpc.Reply(log_dirs.merge_describe(dict(zip(ask, answers)), dead))
+
+    async def _alter_replica_log_dirs(self, req: rpc.Request) -> rpc.Reply:
+        timeout = self._timeout(req)
+        await self._ensure_metadata(timeout // 2)
+        per, failed = log_dirs.split_moves(req.body, self._live_nodes())
+        nodes = sorted(per)
+        answers = await asyncio.gather(*(self._ask_node(n, req.api, per[n], timeout)
+                                         for n in nodes))
+        return rpc.Reply(log_dirs.merge_moves(per, dict(zip(nodes, answers)), failed))
 
     async def _admin(self, req: rpc.Request) -> rpc.Reply:
         resp = await self._call_controller(req.api, req.body, self._timeout(req))

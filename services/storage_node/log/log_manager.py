@@ -31,6 +31,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"      # a replica being copied to another log dir (KIP-113)
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -70,6 +71,8 @@ class LogManager:
         self.closed = False
         # Log dirs taken offline after an I/O error (KIP-112), with the partitions they held.
         self.offline_dirs: dict[str, tuple[tuple[str, int], ...]] = {}
+        # Where replicas not hosted yet are to be created (ALTER_REPLICA_LOG_DIRS, KIP-113).
+        self.preferred_dirs: dict[tuple[str, int], str] = {}
         for d in self.log_dirs:
             try:
                 os.makedirs(d, exist_ok=True)
@@ -103,6 +106,12 @@ class LogManager:
                 continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)       # an unfinished partition delete
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                # A move between log dirs that did not swap: the live replica is still where
+                # it was; the copy is dropped (an operator re-runs the move).
+                log.warning("%s: dropping an unfinished log dir move", path)
+                shutil.rmtree(path, ignore_errors=True)
                 continue
             tp = parse_partition_dir(name)
             if tp is None:
@@ -140,12 +149,16 @@ class LogManager:
     def online_dirs(self) -> list[str]:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
 
-    def choose_dir(self) -> str:
-        """The online log dir holding the fewest partitions (the first such in log.dirs
-        order). KafkaStorageError when every log dir is offline."""
+    def choose_dir(self, tp: tuple[str, int] | None = None) -> str:
+        """The log dir a new replica goes to: the one an ALTER_REPLICA_LOG_DIRS named for it
+        if online, else the online dir holding the fewest partitions (the first such in
+        log.dirs order). KafkaStorageError when every log dir is offline."""
         online = self.online_dirs
         if not online:
             raise errors.KafkaStorageError("every log dir of this node is offline")
+        preferred = self.preferred_dirs.get(tp) if tp is not None else None
+        if preferred in online:
+            return preferred
         counts = {d: 0 for d in online}
         for d in self._dir_of.values():
             if d in counts:
@@ -182,7 +195,8 @@ class LogManager:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
-            log_dir = self.choose_dir()
+            log_dir = self.choose_dir(tp)
+            self.preferred_dirs.pop(tp, None)
             try:
                 plog = PartitionLog.open(os.path.join(log_dir, f"{topic}-{partition}"), topic,
                                          partition, self.config_for(topic), now_ms=now_ms,
@@ -210,6 +224,67 @@ class LogManager:
             self._write_checkpoints(log_dir)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    # ---- moving a replica to another log dir (KIP-113) -----------------------------------
+    def future_path(self, topic: str, partition: int, target_dir: str) -> str:
+        """Where the copy of a replica being moved to `target_dir` is made."""
+        return os.path.join(os.path.abspath(target_dir),
+                            f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
+
+    def swap_in_future(self, topic: str, partition: int, future: str,
+                       copied: dict[str, tuple[int, int, int]], truncations: int) -> PartitionLog:
+        """The last step of a move: close the live log (flushed: nothing is unwritten), bring
+        the copy `future` up to date (files changed since `copy_tree` made `copied`; the whole
+        replica again if the log was truncated meanwhile), rename it into place, open it and
+        drop the old dir. Nothing else may touch the log meanwhile (the caller runs it on the
+        partition's writer). Returns the new log; OSError leaves the live log where it was
+        (reopened) and the copy is removed."""
+        tp = (topic, partition)
+        with self._lock:
+            plog = self._logs[tp]
+            src_dir = self._dir_of[tp]
+            target_dir = os.path.dirname(future)
+            final = os.path.join(target_dir, f"{topic}-{partition}")
+            plog.close()
+            try:
+                if plog.truncations != truncations:
+                    copied = {}
+                    shutil.rmtree(future, ignore_errors=True)
+                copy_tree(plog.dir, future, copied, final=True)
+                files.fsync_dir(future)
+                os.rename(future, final)
+                files.fsync_dir(target_dir)
+            except OSError:
+                shutil.rmtree(future, ignore_errors=True)
+                self._logs[tp] = self._reopen(plog)
+                raise
+            moved = PartitionLog.open(final, topic, partition, self.config_for(topic),
+                                      now_ms=int(time.time() * 1000), rng=self.rng,
+                                      recovery_point=plog.recovery_point,
+                                      log_start_offset=plog.log_start_offset,
+                                      cleaner_checkpoint=plog.cleaner_checkpoint)
+            self._logs[tp] = moved
+            self._dir_of[tp] = target_dir
+            doomed = os.path.join(src_dir, f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            try:
+                os.rename(plog.dir, doomed)
+                files.fsync_dir(src_dir)
+                self._write_checkpoints(src_dir)
+            except OSError as e:   # the source dir failing now costs only its own copy
+                log.warning("%s: the old copy of %s-%d could not be removed: %s", src_dir,
+                            topic, partition, e)
+                doomed = None
+            self._write_checkpoints(target_dir)
+        if doomed is not None:
+            shutil.rmtree(doomed, ignore_errors=True)
+        return moved
+
+    def _reopen(self, plog: PartitionLog) -> PartitionLog:
+        return PartitionLog.open(plog.dir, plog.topic, plog.partition, self.config_for(plog.topic),
+                                 now_ms=int(time.time() * 1000), rng=self.rng,
+                                 recovery_point=plog.recovery_point,
+                                 log_start_offset=plog.log_start_offset,
+                                 cleaner_checkpoint=plog.cleaner_checkpoint)
 
     # ---- background work ----------------------------------------------------------------
     def tick(self, now_ms: int) -> list[tuple[str, OSError]]:
@@ -275,3 +350,70 @@ class LogManager:
                 except OSError as e:
                     log.error("clean-shutdown marker in %s: %s", d, e)
             self.closed = True
+
+
+def copy_tree(src: str, dst: str, copied: dict[str, tuple[int, int, int]], *,
+              final: bool = False) -> int:
+    """Copy a partition dir's files into `dst`, skipping those unchanged since the last call
+    (`copied`: name -> (inode, size, mtime_ns) as copied; updated). A segment file that only
+    grew (same inode, not truncated: the caller re-copies everything after a truncation) gets
+    just its new tail. Files gone from `src` go from `dst` too. Without `final` the source is
+    live, so a file that vanishes meanwhile (retention, a cleaner swap) is skipped; `final`
+    copies under the log's writer and fsyncs each file. Returns the bytes copied."""
+    os.makedirs(dst, exist_ok=True)
+    total = 0
+    names = set()
+    listing = sorted(os.listdir(src))
+    # The newest segment's indexes are written through mmap, which need not move their mtime:
+    # the last pass copies them (and every small non-segment file) whatever their stat says.
+    bases = [n[:-len(files.LOG_SUFFIX)] for n in listing
+             if n.endswith(files.LOG_SUFFIX) and n[:-len(files.LOG_SUFFIX)].isdigit()]
+    newest = max(bases, key=int) if bases else None
+    for name in listing:
+        path = os.path.join(src, name)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue
+        if not os.path.isfile(path):
+            continue
+        names.add(name)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        seen = copied.get(name)
+        stem = name.split(".", 1)[0]
+        always = final and (stem == newest or not stem.isdigit())
+        if seen == key and not always and not name.endswith(files.LOG_SUFFIX):
+            continue
+        target = os.path.join(dst, name)
+        try:
+            with open(path, "rb") as fin:
+                start = 0
+                if (seen is not None and name.endswith(files.LOG_SUFFIX) and seen[0] == st.st_ino
+                        and seen[1] <= st.st_size and os.path.exists(target)
+                        and os.path.getsize(target) == seen[1]):
+                    start = seen[1]
+                mode = "r+b" if start else "wb"
+                with open(target, mode) as fout:
+                    fin.seek(start)
+                    fout.seek(start)
+                    fout.truncate(start)
+                    while True:
+                        chunk = fin.read(1 << 20)
+                        if not chunk:
+                            break
+                        fout.write(chunk)
+                        total += len(chunk)
+                    if final:
+                        fout.flush()
+                        os.fsync(fout.fileno())
+        except FileNotFoundError:
+            if final:
+                raise
+            names.discard(name)
+            continue
+        copied[name] = key
+    for name in os.listdir(dst):
+        if name not in names:
+            files.unlink_quietly(os.path.join(dst, name))
+            copied.pop(name, None)
+    return total

@@ -109,6 +109,7 @@ class PartitionLog:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.epochs = LeaderEpochCache()
         self.closed = False
+        self.truncations = 0     # bumped by every truncation (a log dir move re-copies then)
 
     # ---- opening -------------------------------------------------------------------------
     @classmethod
@@ -516,6 +517,7 @@ class PartitionLog:
             self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
         self.cleaner_checkpoint = min(self.cleaner_checkpoint, self._log_end_offset)
         self._flush_pending_before = None

@@ -49,7 +49,7 @@ from services.storage_node.core.replica_state import (NONE, AlterIsr, AlterParti
                                                       BecomeFollower, BecomeLeader, LocalLog,
                                                       PartitionStateIn, ReplicaManager, Role,
                                                       fetcher_id)
-from services.storage_node.shell import log_access
+from services.storage_node.shell import log_access, log_dirs_admin
 from services.storage_node.shell import metrics as node_metrics
 from services.storage_node.shell.replica_fetcher import ReplicaFetcher, whole_batches_end
 
@@ -128,6 +128,7 @@ class StorageNode:
         self.space = DirSpace(cfg.log_dir_free_bytes_min)
         self.low_dirs: dict[str, tuple] = {}       # log dir -> its partitions, while low
         self.log_dir_failures = 0
+        self.log_dir_moves: dict = {}              # (topic, p) -> log_dirs_admin.Move in progress
         self._stop_event: asyncio.Event | None = None
         self._background: set[asyncio.Task] = set()
 
@@ -154,6 +155,9 @@ class StorageNode:
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
             ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
             ApiKey.STOP_REPLICA: self.handle_stop_replica,
+            ApiKey.DESCRIBE_LOG_DIRS: lambda req: log_dirs_admin.describe_log_dirs(self, req),
+            ApiKey.ALTER_REPLICA_LOG_DIRS:
+                lambda req: log_dirs_admin.alter_replica_log_dirs(self, req),
         }
         self.server = RpcServer(cfg.endpoint, handlers, name=f"storage-node-{cfg.broker_id}",
                                 socket_request_max_bytes=cfg.socket_request_max_bytes,

@@ -319,3 +319,296 @@ class ListPartitionReassignmentsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListPartitionReassignmentsResponse: _TypeAlias = ListPartitionReassignmentsResponse  # noqa: Y015
+
+@_typing.final
+class DescribeLogDirsRequest(_message.Message):
+    """---- log dirs (KIP-112/113): clients -> gateway -> storage nodes. The gateway asks each node
+    named (all live nodes when none is) and merges their answers; a node answers for itself.
+
+    DESCRIBE_LOG_DIRS v0 (Kafka's kafka-log-dirs.sh --describe).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_IDS_FIELD_NUMBER: _builtins.int
+    TOPICS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def broker_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """empty = every live storage node (gateway only)"""
+
+    @_builtins.property
+    def topics(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """empty = every partition"""
+
+    def __init__(
+        self,
+        *,
+        broker_ids: _abc.Iterable[_builtins.int] | None = ...,
+        topics: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_ids", b"broker_ids", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeLogDirsRequest: _TypeAlias = DescribeLogDirsRequest  # noqa: Y015
+
+@_typing.final
+class LogDirReplica(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    OFFSET_LAG_FIELD_NUMBER: _builtins.int
+    IS_FUTURE_FIELD_NUMBER: _builtins.int
+    LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    size_bytes: _builtins.int
+    """bytes of its segments"""
+    offset_lag: _builtins.int
+    """Messages this replica is behind: leader - its high watermark, follower - the leader's log
+    end offset as last seen minus its own; while moving, the future replica's lag behind it.
+    """
+    is_future: _builtins.bool
+    """a copy being made by ALTER_REPLICA_LOG_DIRS"""
+    log_end_offset: _builtins.int
+    role: _builtins.str
+    """"leader", "follower", "" (not serving)"""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        size_bytes: _builtins.int = ...,
+        offset_lag: _builtins.int = ...,
+        is_future: _builtins.bool = ...,
+        log_end_offset: _builtins.int = ...,
+        role: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_future", b"is_future", "log_end_offset", b"log_end_offset", "offset_lag", b"offset_lag", "partition", b"partition", "role", b"role", "size_bytes", b"size_bytes", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LogDirReplica: _TypeAlias = LogDirReplica  # noqa: Y015
+
+@_typing.final
+class LogDirDescription(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+    FREE_BYTES_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """NONE: online; KAFKA_STORAGE_ERROR: offline after an I/O error (until a restart);
+    NOT_ENOUGH_REPLICAS never appears here. `state` says it in words.
+    """
+    state: _builtins.str
+    """"online", "offline", "low-space" """
+    total_bytes: _builtins.int
+    """of the file system (-1: unknown, e.g. offline)"""
+    free_bytes: _builtins.int
+    size_bytes: _builtins.int
+    """sum of its replicas' sizes"""
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___LogDirReplica]: ...
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        state: _builtins.str = ...,
+        total_bytes: _builtins.int = ...,
+        free_bytes: _builtins.int = ...,
+        size_bytes: _builtins.int = ...,
+        replicas: _abc.Iterable[Global___LogDirReplica] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "free_bytes", b"free_bytes", "path", b"path", "replicas", b"replicas", "size_bytes", b"size_bytes", "state", b"state", "total_bytes", b"total_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LogDirDescription: _TypeAlias = LogDirDescription  # noqa: Y015
+
+@_typing.final
+class BrokerLogDirs(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    LOG_DIRS_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """e.g. NETWORK_EXCEPTION when the gateway could not ask it"""
+    error_message: _builtins.str
+    @_builtins.property
+    def log_dirs(self) -> _containers.RepeatedCompositeFieldContainer[Global___LogDirDescription]: ...
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        log_dirs: _abc.Iterable[Global___LogDirDescription] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "error_code", b"error_code", "error_message", b"error_message", "log_dirs", b"log_dirs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BrokerLogDirs: _TypeAlias = BrokerLogDirs  # noqa: Y015
+
+@_typing.final
+class DescribeLogDirsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    BROKERS_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    @_builtins.property
+    def brokers(self) -> _containers.RepeatedCompositeFieldContainer[Global___BrokerLogDirs]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        brokers: _abc.Iterable[Global___BrokerLogDirs] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["brokers", b"brokers", "error_code", b"error_code", "error_message", b"error_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DescribeLogDirsResponse: _TypeAlias = DescribeLogDirsResponse  # noqa: Y015
+
+@_typing.final
+class ReplicaLogDirMove(_message.Message):
+    """ALTER_REPLICA_LOG_DIRS v0: move replicas to another log dir of the same node. The node copies
+    the replica into the target dir beside the live one (a future replica), catches it up, then
+    swaps them in one step; the replica keeps serving throughout. A replica the node does not
+    host yet will be created in that dir (the reassignment tool's `log_dirs`).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    LOG_DIR_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    log_dir: _builtins.str
+    """an absolute path among the node's log.dirs"""
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        log_dir: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "log_dir", b"log_dir", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplicaLogDirMove: _TypeAlias = ReplicaLogDirMove  # noqa: Y015
+
+@_typing.final
+class AlterReplicaLogDirsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MOVES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def moves(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaLogDirMove]: ...
+    def __init__(
+        self,
+        *,
+        moves: _abc.Iterable[Global___ReplicaLogDirMove] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["moves", b"moves"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterReplicaLogDirsRequest: _TypeAlias = AlterReplicaLogDirsRequest  # noqa: Y015
+
+@_typing.final
+class ReplicaLogDirResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BROKER_ID_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    broker_id: _builtins.int
+    topic: _builtins.str
+    partition: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """NONE: moved (or already there, or remembered for creation); LOG_DIR_NOT_FOUND: not one of
+    the node's log dirs; KAFKA_STORAGE_ERROR: the target is offline or low on space;
+    NETWORK_EXCEPTION: the gateway could not reach the node.
+    """
+    error_message: _builtins.str
+    def __init__(
+        self,
+        *,
+        broker_id: _builtins.int = ...,
+        topic: _builtins.str = ...,
+        partition: _builtins.int = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_id", b"broker_id", "error_code", b"error_code", "error_message", b"error_message", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplicaLogDirResult: _TypeAlias = ReplicaLogDirResult  # noqa: Y015
+
+@_typing.final
+class AlterReplicaLogDirsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaLogDirResult]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        results: _abc.Iterable[Global___ReplicaLogDirResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AlterReplicaLogDirsResponse: _TypeAlias = AlterReplicaLogDirsResponse  # noqa: Y015

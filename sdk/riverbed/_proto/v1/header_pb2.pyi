@@ -63,6 +63,10 @@ class _ApiKeyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiKey.ValueTy
     DESCRIBE_CLUSTER: _ApiKey.ValueType  # 29
     OFFSET_DELETE: _ApiKey.ValueType  # 30
     """Kafka's OffsetDelete (47): offsets of a group without members"""
+    DESCRIBE_LOG_DIRS: _ApiKey.ValueType  # 35
+    """Kafka's DescribeLogDirs (35, KIP-113): a node's log dirs"""
+    ALTER_REPLICA_LOG_DIRS: _ApiKey.ValueType  # 34
+    """Kafka's AlterReplicaLogDirs (34, KIP-113): move a replica between dirs"""
 
 class ApiKey(_ApiKey, metaclass=_ApiKeyEnumTypeWrapper):
     """Numbers are Riverbed's (zero means unset); names are Kafka's."""
@@ -100,6 +104,10 @@ ALTER_PARTITION: ApiKey.ValueType  # 28
 DESCRIBE_CLUSTER: ApiKey.ValueType  # 29
 OFFSET_DELETE: ApiKey.ValueType  # 30
 """Kafka's OffsetDelete (47): offsets of a group without members"""
+DESCRIBE_LOG_DIRS: ApiKey.ValueType  # 35
+"""Kafka's DescribeLogDirs (35, KIP-113): a node's log dirs"""
+ALTER_REPLICA_LOG_DIRS: ApiKey.ValueType  # 34
+"""Kafka's AlterReplicaLogDirs (34, KIP-113): move a replica between dirs"""
 Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
 
 @_typing.final
