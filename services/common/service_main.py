@@ -37,7 +37,13 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 def parse_args(argv: list[str] | None, *, prog: str, description: str,
                config_help: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=prog, description=description)
+    p = argparse.ArgumentParser(
+        prog=prog, description=description,
+        epilog="Every role also reads the security keys: security.protocol (NONE | CURVE), "
+               "curve.secret.key.file, curve.trusted.keys.dir, curve.trusted.keys.reload.ms, "
+               "socket.handshake.timeout.ms, max.connections.per.ip, super.users, "
+               "zookeeper.set.acl, zookeeper.credentials.file (README: Security). SIGHUP "
+               "re-reads the trusted keys.")
     p.add_argument("--config", help=config_help)
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set one config key (repeatable); wins over --config")
