@@ -71,10 +71,17 @@ class Channel:
                          reconnect_ivl_ms=reconnect_ivl_ms,
                          reconnect_ivl_max_ms=reconnect_ivl_max_ms)
         try:
+            from riverbed.wire import security as _security
             if security is None:
-                from riverbed.wire.security import client_security
-                security = client_security()
-            security.apply(sock, endpoint)
+                security = _security.client_security()
+            try:
+                security.apply(sock, endpoint)
+            except _security.SecurityConfigError as e:
+                if "no CURVE public key known" not in str(e):
+                    raise
+                # a server whose key we do not know cannot be reached securely: to this
+                # client it is unreachable (retriable; the SDK fails over to another gateway)
+                raise errors.NetworkError(str(e)) from None
             sock.connect(endpoint)
         except Exception:
             sock.close(linger=0)
