@@ -41,7 +41,8 @@ def parse_args(argv: list[str] | None, *, prog: str, description: str,
         prog=prog, description=description,
         epilog="Every role also reads the security keys: security.protocol (NONE | CURVE), "
                "curve.secret.key.file, curve.trusted.keys.dir, curve.trusted.keys.reload.ms, "
-               "socket.handshake.timeout.ms, max.connections.per.ip, super.users, "
+               "socket.handshake.timeout.ms, max.connections.per.ip, num.network.threads, "
+               "super.users, "
                "zookeeper.set.acl, zookeeper.credentials.file (README: Security). SIGHUP "
                "re-reads the trusted keys.")
     p.add_argument("--config", help=config_help)
@@ -67,7 +68,12 @@ def load_configs(config_class: type[C], args: argparse.Namespace) -> tuple[C, se
 
 
 def install_security(sec: security.SecurityConfig) -> security.ServerSecurity:
-    """This process's CURVE keys and ZooKeeper credentials (before any socket or session)."""
+    """This process's CURVE keys, ZooKeeper credentials and ZeroMQ I/O threads (before any
+    socket or session)."""
+    import zmq.asyncio
+    # the shared context every socket of the role uses; its I/O threads do the framing and
+    # the CURVE encryption, so more than one lets a busy process use more than one core
+    zmq.asyncio.Context.instance(io_threads=sec.num_network_threads)
     zkmod.install_auth(zkmod.ZkAuth.from_file(sec.zookeeper_credentials_file,
                                               set_acl=sec.zookeeper_set_acl))
     return security.install(sec)

@@ -11,6 +11,8 @@ config declares them):
     curve.trusted.keys.reload.ms    how often the directory is checked for changes (and SIGHUP)
     socket.handshake.timeout.ms     ZMQ_HANDSHAKE_IVL: a peer that has not finished its CURVE
                                     handshake by then is disconnected (default 10000)
+    num.network.threads             ZeroMQ I/O threads of the process's context (Kafka's name;
+                                    default 2): they frame, encrypt and decrypt every message
     max.connections.per.ip          Kafka's: connections one IP may hold to one process's
                                     server sockets; the ZAP handler refuses the handshake of one
                                     more (counted from socket monitor events; CURVE only)
@@ -65,6 +67,7 @@ class SecurityConfig:
     socket_handshake_timeout_ms: int = 10000
     super_users: str = ""
     max_connections_per_ip: int = 2147483647
+    num_network_threads: int = 2
     zookeeper_set_acl: bool = False
     zookeeper_credentials_file: str = ""
 
@@ -79,6 +82,8 @@ class SecurityConfig:
             raise ValueError("curve.trusted.keys.reload.ms must be >= 100")
         if self.zookeeper_set_acl and not self.zookeeper_credentials_file:
             raise ValueError("zookeeper.set.acl=true needs zookeeper.credentials.file")
+        if not 1 <= self.num_network_threads <= 64:
+            raise ValueError("num.network.threads must be 1..64")
         if self.max_connections_per_ip < 1:
             raise ValueError("max.connections.per.ip must be >= 1")
         if self.socket_handshake_timeout_ms < 0:
