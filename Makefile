@@ -80,6 +80,7 @@ run: install
 
 bench: install
 	$(PY) -m loadgen.bench $(BENCH_ARGS)
+	$(PY) -m loadgen.bench --security
 
 # How cost grows: partitions, producer processes, gateways, metadata size, memory
 # (loadgen/scale.py; BENCH_ARGS=--quick for the small smoke-test points, --plot F.png).

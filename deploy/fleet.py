@@ -22,6 +22,13 @@ Python API (tests use it; the CLI in deploy/fleet_cli.py is a thin layer over it
         fleet.status()                              # {"processes": [...], "controller": .., "partitions": [..]}
         fleet.stop("storage-2", kill=True); fleet.start("storage-2")
         fleet.gateway_endpoint, fleet.zk_connect
+        fleet.client_config()                       # the SDK's security keyword arguments
+
+Security: CURVE by default (`security_protocol="NONE"` to turn it off): every service gets its
+own keypair, clients the `client` keypair, ZooKeeper digest credentials and znode ACLs
+(deploy/fleet_security.py). `status()["security"]` names the files a client needs; after `up()`
+the RIVERBED_* variables in this process's environment point at them, so SDK clients created
+here need no settings.
 
 `role_modules={"storage_node": "pkg.module" | "/path/to/script.py"}` replaces a role's program
 (tests use tests/integration/fake_service.py before the real services exist). Adding a role
@@ -43,6 +50,7 @@ from typing import Any
 
 from deploy.process import (LaunchError, free_port_block, is_alive, is_ours, port_accepts, send_signal, spawn,
                             stop_all, wait_for)
+from deploy.fleet_security import ClientEnv, FleetSecurity
 from deploy.prometheus import scrape_config, target_of
 from deploy.zookeeper import ZooKeeperServer, ruok
 
@@ -234,8 +242,14 @@ class Fleet:
                  config_overrides: Mapping[str, Mapping[str, str]] | Iterable[str] | None = None,
                  role_modules: Mapping[str, str] | None = None, python: str | None = None,
                  host: str = "127.0.0.1", ready_timeout_s: float = READY_TIMEOUT_S,
-                 stop_grace_s: float = STOP_GRACE_S, zk_heap_mb: int = 256):
+                 stop_grace_s: float = STOP_GRACE_S, zk_heap_mb: int = 256,
+                 security_protocol: str = "CURVE"):
         self.data_dir = pathlib.Path(data_dir).resolve()
+        # CURVE unless NONE is asked for: keys, trusted keys and ZooKeeper credentials under
+        # D/security (deploy/fleet_security.py); up() exports the client settings (RIVERBED_*)
+        # into this process's environment, down() puts the old values back.
+        self.security = FleetSecurity(self.data_dir, security_protocol)
+        self._client_env = ClientEnv()
         self.base_port = int(base_port)
         self.host = host
         self.python = python or sys.executable
@@ -358,6 +372,7 @@ class Fleet:
                             workdir=self.data_dir / rec.name, zk_connect=self.zk_connect,
                             role_counts=self.counts)
         props = spec.config(ctx)
+        props.update(self.security.service_properties(rec.name))
         props.update(self._overrides_for(rec.role, rec.name))
         return props
 
@@ -411,7 +426,7 @@ class Fleet:
         _atomic_write_json(self.state_path, {
             "version": STATE_VERSION, "base_port": self.base_port, "host": self.host,
             "zk_connect": self.zk_connect, "gateway_endpoint": self.gateway_endpoint,
-            "counts": self.counts,
+            "counts": self.counts, "security_protocol": self.security.protocol,
             "processes": [r.to_json() for r in self._records.values()]})
 
     @classmethod
@@ -429,7 +444,8 @@ class Fleet:
         fleet = cls(data_dir, state["base_port"], host=state.get("host", "127.0.0.1"),
                     storage_nodes=counts.pop("storage_node", 0),
                     controllers=counts.pop("controller", 0), gateways=counts.pop("gateway", 0),
-                    counts=counts, **kw)
+                    counts=counts, **{"security_protocol": state.get("security_protocol", "NONE"),
+                                      **kw})
         # The recorded layout wins over a fresh plan (commands may name other modules).
         fleet._records = {}
         for obj in state.get("processes", []):
@@ -476,6 +492,7 @@ class Fleet:
         zk = self._zk_server()
         self._records[ZK_NAME].command = zk.command()  # raises with "run `make install`"
         self._check_ports_free(self._records.values())
+        self.security.ensure(self._service_endpoints())
         self.write_configs()
         self.save()
         try:
@@ -491,14 +508,34 @@ class Fleet:
         except BaseException:
             self.down()
             raise
+        self._client_env.export(self.security.client_env())
         if not detach:
             self.run(on_status=on_status)
 
     def _ensure_chroot(self) -> None:
         from services.common import zk as zkmod  # deploy may use services; the SDK may not
+        # with CURVE the chroot is created with the fleet's ACL (zookeeper.set.acl)
         client = zkmod.connect(self.zk_connect, timeout_s=self.ready_timeout_s,
-                               session_timeout_ms=SESSION_TIMEOUT_MS)
+                               session_timeout_ms=SESSION_TIMEOUT_MS,
+                               auth=self.security.zk_auth())
         zkmod.close(client)
+
+    def _service_endpoints(self) -> dict[str, list[str]]:
+        """Each service's endpoints (its ROUTER, and its PUB if any): in its certificate."""
+        return {r.name: [r.endpoint] + ([r.extra["pub_endpoint"]] if r.extra.get("pub_endpoint")
+                                        else [])
+                for r in self._records.values() if r.role != ZK_ROLE}
+
+    @property
+    def zk_auth(self):
+        """The fleet's ZooKeeper credentials (services.common.zk.ZkAuth): pass as `auth=` to
+        zk.connect to change znodes of a CURVE fleet (anonymous sessions may only read)."""
+        return self.security.zk_auth()
+
+    def client_config(self) -> dict[str, str]:
+        """What an SDK client of this fleet needs, as keyword arguments (security_protocol,
+        curve_secret_key_file, curve_server_keys_dir)."""
+        return {k.replace(".", "_"): v for k, v in self.security.client_properties().items()}
 
     def _spawn(self, rec: ProcessRecord, zk: ZooKeeperServer | None = None) -> None:
         if rec.role == ZK_ROLE:
@@ -557,6 +594,7 @@ class Fleet:
         if self._zk_view is not None:
             self._zk_view.close()
             self._zk_view = None
+        self._client_env.restore()
         groups = [[r for r in self._records.values() if r.role == role] for role in reversed(ROLES)]
         groups.append([self._records[ZK_NAME]] if ZK_NAME in self._records else [])
         killed: list[str] = []
@@ -590,7 +628,8 @@ class Fleet:
             if self._zk_view is None:
                 self._zk_view = ClusterView(self.zk_connect)
             controller, partitions = self._zk_view.read()
-        return {"processes": procs, "controller": controller, "partitions": partitions}
+        return {"processes": procs, "controller": controller, "partitions": partitions,
+                "security": self.security.describe()}
 
     # --- foreground -----------------------------------------------------------------------
     def run(self, *, on_status: Callable[["Fleet"], None] | None = None,

@@ -50,6 +50,12 @@ def add_fleet_commands(subparsers: "argparse._SubParsersAction") -> argparse.Arg
                          "gateway) or one process (storage-2); repeatable")
     up.add_argument("--role-module", action="append", default=[], metavar="ROLE=MODULE",
                     help="run ROLE with another module or .py script (for tests); repeatable")
+    up.add_argument("--security-protocol", choices=("CURVE", "NONE"), default="CURVE",
+                    type=str.upper,
+                    help="CURVE (default): every socket encrypted and authenticated, a keypair "
+                         "per service and a client keypair under D/security, ZooKeeper digest "
+                         "credentials and znode ACLs; `riverbed fleet status --json` names the "
+                         "client's key files. NONE: plaintext, anyone may connect")
     up.add_argument("--ready-timeout", type=float, default=30.0, metavar="S",
                     help="seconds each process gets to become ready (default: %(default)s)")
     up.set_defaults(func=cmd_up)
@@ -111,7 +117,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         fleet = Fleet(args.data_dir, args.base_port, storage_nodes=args.storage_nodes,
                       controllers=args.controllers, gateways=args.gateways,
                       config_overrides=parse_config_overrides(args.config_override),
-                      role_modules=role_modules, ready_timeout_s=args.ready_timeout)
+                      role_modules=role_modules, ready_timeout_s=args.ready_timeout,
+                      security_protocol=args.security_protocol)
         print(f"starting the fleet in {fleet.data_dir} (ZooKeeper {fleet.zk_connect})",
               file=sys.stderr, flush=True)
         fleet.up(detach=True)
@@ -124,15 +131,28 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"fleet is up (state in {fleet.data_dir}; stop with `riverbed fleet down "
               f"--data-dir {args.data_dir}`); gateway:", file=sys.stderr, flush=True)
         print(fleet.gateway_endpoint or "", flush=True)
+        _print_client_settings(fleet)
         return 0
     print(f"fleet is up; gateway: {fleet.gateway_endpoint}; Ctrl-C stops it", file=sys.stderr,
           flush=True)
+    _print_client_settings(fleet)
     if sys.stdout.isatty():
         _run_live(fleet)
     else:
         _run_plain(fleet)
     print("fleet stopped", file=sys.stderr, flush=True)
     return 0
+
+
+def _print_client_settings(fleet) -> None:
+    """How to point clients at a CURVE fleet (stderr: people; the env lines are sourceable)."""
+    if not fleet.security.curve:
+        return
+    print("clients: export these (or use --command-config "
+          f"{fleet.security.client_properties_file}):", file=sys.stderr)
+    for k, v in fleet.security.client_env().items():
+        print(f"  export {k}={v}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def _run_live(fleet) -> None:
@@ -226,6 +246,9 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"{'' if p['pid'] is None else p['pid']:>8}  {p['endpoint']:<24} "
               f"{'up' if p['up'] else 'down'}")
     print(f"active controller: {st['controller'] if st['controller'] is not None else 'none'}")
+    sec = st.get("security", {})
+    print(f"security.protocol: {sec.get('security_protocol', 'NONE')}"
+          + (f"; client settings: {sec['client_properties']}" if sec.get("client_properties") else ""))
     for p in st["partitions"]:
         print(f"  {p['topic']}-{p['partition']}: leader {p['leader']} isr {p['isr']}")
     return 0

@@ -7,6 +7,14 @@
                                                  # each produce row beside its --null-sink baseline
     ... [--bootstrap-server tcp://HOST:PORT]     # use a running fleet instead of starting one
     ... [--json FILE]                            # the rows as JSON too
+    .venv/bin/python -m loadgen.bench --security # CURVE on vs off in the same run: a NONE and a
+                                                 # CURVE fleet side by side, the same rows on each,
+                                                 # alternating, best of --rounds (2):
+                                                 # bulk produce (send_many, 100 B and 1 KiB,
+                                                 # acks=1, RF 1), consume, e2e latency at 50,000/s;
+                                                 # ratio = CURVE ÷ NONE (aim: >= 0.8 in bulk)
+
+The fleet bench starts runs with `--security-protocol` (default CURVE, the fleet's default).
 
 Matrix: record size 100 B and 1 KiB × acks 1 and all × replication factor 1 and 3 × compression
 none and lz4. acks=all with replication factor 1 is skipped (an ISR of one answers acks=all at
@@ -169,16 +177,19 @@ def format_table(rows: list[dict]) -> str:
 
 
 @contextlib.contextmanager
-def _fleet(bootstrap: str | None):
+def _fleet(bootstrap: str | None, security_protocol: str = "CURVE"):
     if bootstrap:
         yield bootstrap
         return
     from deploy.fleet import Fleet, free_base_port
     d = tempfile.mkdtemp(prefix="riverbed-bench-")
     base = free_base_port()
-    print(f"starting a fleet (3 storage nodes, 1 controller, 1 gateway) under {d}, base "
-          f"port {base}", file=sys.stderr, flush=True)
-    with Fleet(d, base, storage_nodes=3, controllers=1, gateways=1) as fleet:
+    print(f"starting a fleet (3 storage nodes, 1 controller, 1 gateway, security.protocol "
+          f"{security_protocol}) under {d}, base port {base}", file=sys.stderr, flush=True)
+    # up() exports the fleet's client settings (RIVERBED_*) to this process: the rows' clients
+    # use its client key; down() puts the environment back
+    with Fleet(d, base, storage_nodes=3, controllers=1, gateways=1,
+               security_protocol=security_protocol) as fleet:
         fleet.up(detach=True)
         yield fleet.gateway_endpoint
     shutil.rmtree(d, ignore_errors=True)   # kept (with the services' logs) when a row failed
@@ -243,6 +254,113 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int,
                 "fetch_max_wait_ms": E2E_FETCH_MAX_WAIT_MS, "latency_ms": e2e.latency_ms}}
 
 
+SECURITY_RECORDS = {100: 1_000_000, 1024: 200_000}
+
+
+def run_security_side(bootstrap: str, client_flags: list[str], protocol: str, scale: float,
+                      e2e_records: int) -> dict:
+    """One side of the CURVE on/off comparison, against a fleet running `protocol`."""
+    out: dict = {"security_protocol": protocol, "produce": {}, "consume": {}}
+    for size, n in SECURITY_RECORDS.items():
+        n = max(1000, int(n * scale))
+        topic = f"sec-{protocol.lower()}-{size}-{uuid.uuid4().hex[:6]}"
+        common = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(n),
+                  "--reporting-interval", "60000", "--no-progress", *client_flags]
+        p = _perf(["produce", *common, "--record-size", str(size), "--bulk", "--acks", "1",
+                   "--batch-size", str(BATCH_SIZE), "--linger-ms", str(LINGER_MS),
+                   "--max-in-flight", str(MAX_IN_FLIGHT), "--partition", "0",
+                   "--create-topic", "--partitions", "1", "--replication-factor", "1"])
+        c = _perf(["consume", *common])
+        _delete_topic(bootstrap, topic)
+        out["produce"][size] = {"records": p.records, "records_per_sec": p.records_per_sec,
+                                "mb_per_sec": p.mb_per_sec, "latency_ms": p.latency_ms}
+        out["consume"][size] = {"records": c.records, "records_per_sec": c.records_per_sec,
+                                "mb_per_sec": c.mb_per_sec}
+    if e2e_records > 0:
+        time.sleep(E2E_SETTLE_S)
+        e = _perf(["e2e", "--bootstrap-server", bootstrap,
+                   "--topic", f"sec-e2e-{protocol.lower()}-{uuid.uuid4().hex[:6]}",
+                   "--num-records", str(e2e_records), "--throughput", str(E2E_RATE),
+                   "--record-size", "100", "--acks", "1", "--partition", "0",
+                   "--linger-ms", str(E2E_LINGER_MS), "--fetch-min-bytes", "1",
+                   "--consumer-prop", f"fetch_max_wait_ms={E2E_FETCH_MAX_WAIT_MS}",
+                   "--create-topic", "--partitions", "1", "--replication-factor", "1",
+                   "--reporting-interval", "60000", "--no-progress", *client_flags])
+        out["e2e"] = {"records": e.records, "records_per_sec": e.records_per_sec,
+                      "latency_ms": e.latency_ms}
+    return out
+
+
+def _best(a: dict | None, b: dict) -> dict:
+    """Per row, the better of two rounds (more records/s; lower latency)."""
+    if a is None:
+        return b
+    out = {"security_protocol": b["security_protocol"], "produce": {}, "consume": {}}
+    for kind in ("produce", "consume"):
+        for size in b[kind]:
+            out[kind][size] = max(a[kind][size], b[kind][size],
+                                  key=lambda r: r["records_per_sec"])
+    if "e2e" in b:
+        out["e2e"] = min(a["e2e"], b["e2e"], key=lambda r: r["latency_ms"]["p99"])
+    return out
+
+
+def run_security(scale: float, e2e_records: int, rounds: int = 2) -> dict:
+    """CURVE on vs off in the same run: a NONE fleet and a CURVE fleet side by side (the same
+    machine state for both), the same rows on each, alternating which goes first, `rounds`
+    times; each row keeps its best round."""
+    sides: dict[str, dict | None] = {"NONE": None, "CURVE": None}
+    with contextlib.ExitStack() as stack:
+        fleets = {}
+        for protocol in ("NONE", "CURVE"):
+            bootstrap, fleet = stack.enter_context(_fleet_obj(protocol))
+            flags = (["--command-config", str(fleet.security.client_properties_file)]
+                     if protocol == "CURVE" else ["--security-protocol", "NONE"])
+            fleets[protocol] = (bootstrap, flags)
+        for r in range(rounds):
+            order = ("NONE", "CURVE") if r % 2 == 0 else ("CURVE", "NONE")
+            for protocol in order:
+                bootstrap, flags = fleets[protocol]
+                side = run_security_side(bootstrap, flags, protocol, scale, e2e_records)
+                sides[protocol] = _best(sides[protocol], side)
+                print(f"  round {r + 1} {protocol}: produce 100 B "
+                      f"{side['produce'][100]['records_per_sec']:,.0f}/s", file=sys.stderr,
+                      flush=True)
+    return sides
+
+
+@contextlib.contextmanager
+def _fleet_obj(security_protocol: str):
+    from deploy.fleet import Fleet, free_base_port
+    d = tempfile.mkdtemp(prefix="riverbed-bench-")
+    base = free_base_port()
+    print(f"starting a fleet (3 storage nodes, 1 controller, 1 gateway, security.protocol "
+          f"{security_protocol}) under {d}, base port {base}", file=sys.stderr, flush=True)
+    with Fleet(d, base, storage_nodes=3, controllers=1, gateways=1,
+               security_protocol=security_protocol) as fleet:
+        fleet.up(detach=True)
+        yield fleet.gateway_endpoint, fleet
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def format_security(sides: dict) -> str:
+    off, on = sides["NONE"], sides["CURVE"]
+    lines = [f"{'row':<28} {'NONE':>14} {'CURVE':>14} {'CURVE/NONE':>11}", "-" * 70]
+    for size in off["produce"]:
+        for kind, unit in (("produce", "records/s"), ("consume", "records/s")):
+            a, b = off[kind][size]["records_per_sec"], on[kind][size]["records_per_sec"]
+            lines.append(f"{f'{kind} {size} B ({unit})':<28} {a:>14,.0f} {b:>14,.0f} "
+                         f"{b / a:>11.2f}")
+        a, b = off["produce"][size]["mb_per_sec"], on["produce"][size]["mb_per_sec"]
+        lines.append(f"{f'produce {size} B (MB/s)':<28} {a:>14.2f} {b:>14.2f} {b / a:>11.2f}")
+    if "e2e" in off:
+        for q in ("p50", "p99", "p99_9"):
+            a, b = off["e2e"]["latency_ms"][q], on["e2e"]["latency_ms"][q]
+            lines.append(f"{f'e2e {q} ms at {E2E_RATE:,}/s':<28} {a:>14.2f} {b:>14.2f} "
+                         f"{(b / a if a else float('nan')):>11.2f}")
+    return "\n".join(lines)
+
+
 def _produce_figures(summary, baseline: float) -> dict:
     return {"records_per_sec": summary.records_per_sec, "mb_per_sec": summary.mb_per_sec,
             "latency_ms": summary.latency_ms, "baseline_records_per_sec": baseline,
@@ -262,9 +380,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-records", type=int, default=300_000,
                         help=f"--quick's e2e row: records at {E2E_RATE}/s (0: no e2e row)")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--security", action="store_true",
+                        help="CURVE on vs off in the same run (two fleets of our own; bulk "
+                             "produce, consume and e2e latency rows; ratio CURVE/NONE)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="--security: rounds, alternating NONE/CURVE first (best kept)")
+    parser.add_argument("--security-protocol", type=str.upper, choices=("CURVE", "NONE"),
+                        default="CURVE", help="the started fleet's (default CURVE)")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    with _fleet(args.bootstrap_server) as bootstrap:
+    if args.security:
+        sides = run_security(args.scale, args.e2e_records, args.rounds)
+        print("CURVE on vs off (same run, fleets of 3 storage nodes, 1 controller, 1 gateway; "
+              "one process; send_many, acks=1, RF 1, 1 partition, batch.size "
+              f"{BATCH_SIZE}, linger.ms {LINGER_MS})")
+        print(format_security(sides))
+        print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(sides, f, indent=2)
+        return 0
+    with _fleet(args.bootstrap_server, args.security_protocol) as bootstrap:
         if args.quick:
             q = run_quick(bootstrap, args.num_records, args.replication_factor,
                           args.e2e_records)

@@ -142,6 +142,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="plot throughput and latency over time")
     p.add_argument("--no-progress", action="store_true", help="no live line even on a TTY")
+    p.add_argument("--security-protocol", type=str.upper, choices=("NONE", "CURVE"), default=None,
+                   help="NONE or CURVE for every client of the run (default: the RIVERBED_* "
+                        "security variables; CURVE needs a key: --command-config or "
+                        "RIVERBED_CURVE_SECRET_KEY_FILE)")
+    p.add_argument("--command-config", metavar="FILE", default=None,
+                   help="client properties (security.protocol, curve.secret.key.file, "
+                        "curve.server.keys.dir): `riverbed fleet status --json` names the "
+                        "local fleet's")
 
 
 def _topic_creation(p: argparse.ArgumentParser) -> None:
@@ -222,11 +230,26 @@ def _flatten(v):
     return out
 
 
+def _apply_security(args: argparse.Namespace) -> None:
+    """--command-config / --security-protocol reach every client of the run (Admin, producers,
+    consumers, the worker and e2e consumer processes) through this process's environment."""
+    import os
+
+    from riverbed.wire import security
+    if getattr(args, "command_config", None):
+        for k in security.CLIENT_ENV_VARS:
+            os.environ.pop(k, None)
+        os.environ[security.ENV_CLIENT_PROPERTIES] = args.command_config
+    if getattr(args, "security_protocol", None):
+        os.environ[security.ENV_PROTOCOL] = args.security_protocol
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     if args.bootstrap is None:
         from riverbed.cluster import default_bootstrap
         args.bootstrap = default_bootstrap()
+    _apply_security(args)
     for attr in ("producer_prop", "consumer_prop"):
         if hasattr(args, attr):
             setattr(args, attr, _flatten(getattr(args, attr)))

@@ -25,6 +25,7 @@ from riverbed._proto.v1 import (
 from riverbed import log_dirs
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.log_dirs import NodeLogDirs
+from riverbed.wire.security import secure_channel_factory
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
     GroupDescription,
@@ -73,8 +74,16 @@ class Admin(KafkaPythonAdminMixin):
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  client_id: str | None = None, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, bootstrap: str | Sequence[str] | None = None,
+                 security_protocol: str | None = None, curve_secret_key_file: str | None = None,
+                 curve_server_public_key: str | None = None,
+                 curve_server_keys_dir: str | None = None,
                  _channel_factory: Callable | None = None):
         bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
+        _channel_factory = secure_channel_factory(
+            _channel_factory, security_protocol=security_protocol,
+            curve_secret_key_file=curve_secret_key_file,
+            curve_server_public_key=curve_server_public_key,
+            curve_server_keys_dir=curve_server_keys_dir)
         self.client_id = client_id or f"riverbed-admin-{os.getpid()}"
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms

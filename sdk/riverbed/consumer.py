@@ -35,6 +35,7 @@ from riverbed import client_otel, errors, process_owner, tracing
 from riverbed._proto.v1 import fetch_pb2, header_pb2
 from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
+from riverbed.wire.security import secure_channel_factory
 from riverbed.fetcher import CompletedFetch
 from riverbed.records import HEADER_SIZE, iter_batches, read_header
 from riverbed.group_membership import (
@@ -92,8 +93,16 @@ class Consumer:
                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000,
                  max_poll_interval_ms: int = 300000,
                  partition_assignment_strategy: str | Sequence[str] = ("range",),
+                 security_protocol: str | None = None, curve_secret_key_file: str | None = None,
+                 curve_server_public_key: str | None = None,
+                 curve_server_keys_dir: str | None = None,
                  _channel_factory: Callable | None = None):
         bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
+        _channel_factory = secure_channel_factory(
+            _channel_factory, security_protocol=security_protocol,
+            curve_secret_key_file=curve_secret_key_file,
+            curve_server_public_key=curve_server_public_key,
+            curve_server_keys_dir=curve_server_keys_dir)
         if auto_offset_reset not in ("earliest", "latest", "none", "smallest", "largest"):
             raise ValueError(f"auto_offset_reset={auto_offset_reset!r}: expected earliest, latest or none")
         strategies = normalize_strategies(partition_assignment_strategy)

@@ -47,6 +47,7 @@ from riverbed.partitioner import DefaultPartitioner
 from riverbed.records import Compression
 from riverbed.sender import Sender
 from riverbed.structs import TopicPartition
+from riverbed.wire.security import secure_channel_factory
 
 __all__ = ["Producer", "KafkaProducer", "RecordAccumulator", "ProducerBatch", "ReadyCheck",
            "Sender", "compression_from_name"]
@@ -110,8 +111,16 @@ class Producer:
                  value_serializer: Callable | None = None, metadata_max_age_ms: int = 300000,
                  bootstrap: str | Sequence[str] | None = None,
                  close_timeout_ms: float = 30000,
+                 security_protocol: str | None = None, curve_secret_key_file: str | None = None,
+                 curve_server_public_key: str | None = None,
+                 curve_server_keys_dir: str | None = None,
                  _channel_factory: Callable | None = None):
         bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
+        _channel_factory = secure_channel_factory(
+            _channel_factory, security_protocol=security_protocol,
+            curve_secret_key_file=curve_secret_key_file,
+            curve_server_public_key=curve_server_public_key,
+            curve_server_keys_dir=curve_server_keys_dir)
         if close_timeout_ms < 0:
             raise ValueError(f"close_timeout_ms={close_timeout_ms}: must be >= 0")
         if acks == "all":

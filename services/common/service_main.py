@@ -8,11 +8,16 @@
 - SIGTERM or SIGINT sets the `stop` event handed to the role's `serve`; the role stops cleanly
   and the process exits with what `serve` returned (None = 0).
 - An exception escaping `serve` is logged and exits 1 (the supervisor restarts the process).
+- Security keys (`security.protocol`, `curve.*`, `socket.handshake.timeout.ms`, `super.users`,
+  `zookeeper.set.acl`, `zookeeper.credentials.file`: services.common.rpc.security) are read here
+  for every role and installed for the whole process before the role starts; SIGHUP re-reads
+  the trusted keys directory (a key rotation).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -20,7 +25,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from services.common import zk as zkmod
 from services.common.config import ConfigError, build, load_properties, parse_overrides
+from services.common.rpc import security
 from services.common.telemetry import setup_tracing
 
 C = TypeVar("C")
@@ -30,7 +37,14 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 def parse_args(argv: list[str] | None, *, prog: str, description: str,
                config_help: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=prog, description=description)
+    p = argparse.ArgumentParser(
+        prog=prog, description=description,
+        epilog="Every role also reads the security keys: security.protocol (NONE | CURVE), "
+               "curve.secret.key.file, curve.trusted.keys.dir, curve.trusted.keys.reload.ms, "
+               "socket.handshake.timeout.ms, max.connections.per.ip, num.network.threads, "
+               "super.users, "
+               "zookeeper.set.acl, zookeeper.credentials.file (README: Security). SIGHUP "
+               "re-reads the trusted keys.")
     p.add_argument("--config", help=config_help)
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set one config key (repeatable); wins over --config")
@@ -39,8 +53,30 @@ def parse_args(argv: list[str] | None, *, prog: str, description: str,
 
 
 def load_config(config_class: type[C], args: argparse.Namespace) -> C:
+    return load_configs(config_class, args)[0]
+
+
+def load_configs(config_class: type[C], args: argparse.Namespace) -> tuple[C, security.SecurityConfig]:
+    """The role's config and the process's security config, from the same sources."""
     props = load_properties(args.config) if args.config else {}
-    return build(config_class, props, parse_overrides(args.override))
+    overrides = parse_overrides(args.override)
+    fields = {f.name for f in dataclasses.fields(config_class)}  # type: ignore[arg-type]
+    sec_props, props = security.split_security_properties(props, fields)
+    sec_over, overrides = security.split_security_properties(overrides, fields)
+    return (build(config_class, props, overrides),
+            build(security.SecurityConfig, sec_props, sec_over))
+
+
+def install_security(sec: security.SecurityConfig) -> security.ServerSecurity:
+    """This process's CURVE keys, ZooKeeper credentials and ZeroMQ I/O threads (before any
+    socket or session)."""
+    import zmq.asyncio
+    # the shared context every socket of the role uses; its I/O threads do the framing and
+    # the CURVE encryption, so more than one lets a busy process use more than one core
+    zmq.asyncio.Context.instance(io_threads=sec.num_network_threads)
+    zkmod.install_auth(zkmod.ZkAuth.from_file(sec.zookeeper_credentials_file,
+                                              set_acl=sec.zookeeper_set_acl))
+    return security.install(sec)
 
 
 async def _serve_until_signalled(serve: Callable[[C, asyncio.Event], Awaitable[int | None]],
@@ -49,6 +85,8 @@ async def _serve_until_signalled(serve: Callable[[C, asyncio.Event], Awaitable[i
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # SIGHUP: re-read the trusted keys now (a rotation need not wait for the periodic check)
+    loop.add_signal_handler(signal.SIGHUP, security.process_security().reload_trusted_keys)
     return await serve(cfg, stop)
 
 
@@ -63,8 +101,9 @@ def run_service(argv: list[str] | None, *, prog: str, description: str, config_c
                         stream=sys.stderr, format=LOG_FORMAT)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
     try:
-        cfg = load_config(config_class, args)
-    except (ConfigError, OSError) as e:
+        cfg, sec = load_configs(config_class, args)
+        install_security(sec)
+    except (ConfigError, OSError, ValueError) as e:
         print(f"{prog}: bad config: {e}", file=sys.stderr)
         return 2
     # Traces over OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set (off otherwise).

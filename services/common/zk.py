@@ -14,6 +14,13 @@ Connection states (kazoo `protocol/states.py`, `recipe/lock.py`):
 
 kazoo calls listeners on its connection thread, where they must not block nor call ZooKeeper.
 `SessionWatcher` only enqueues there and runs your callbacks on its own thread, in order.
+
+Security (Kafka's `zookeeper.set.acl`): a process that installed a `ZkAuth` (service_main does,
+from `zookeeper.credentials.file` = a file holding `user:password`) authenticates every session
+with ZooKeeper's digest scheme and, with `set_acl`, creates every znode with the ACL
+`digest:<user>:<hash>` ALL + `world:anyone` READ: anyone may read the cluster's public metadata,
+only the fleet's services (who share the credentials) may change it. `secure_tree` sets that
+ACL on an existing tree (the migration step for a cluster that ran without it).
 """
 from __future__ import annotations
 
@@ -26,14 +33,76 @@ import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NoNodeError, NodeExistsError
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ZkConnectError", "split_chroot", "connect", "close", "SessionState", "SessionChange",
-           "SessionWatcher"]
+           "SessionWatcher", "ZkAuth", "install_auth", "secure_tree"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ZkAuth:
+    """Digest credentials for ZooKeeper and whether to create znodes with the fleet's ACL."""
+    user: str = ""
+    password: str = ""
+    set_acl: bool = False
+
+    @classmethod
+    def from_file(cls, path: str, *, set_acl: bool = False) -> "ZkAuth":
+        """`user:password` from a file (first line); "" -> no credentials."""
+        if not path:
+            return cls(set_acl=False)
+        with open(path) as f:
+            line = f.readline().strip()
+        user, sep, password = line.partition(":")
+        if not sep or not user or not password:
+            raise ValueError(f"zookeeper.credentials.file {path}: expected one line user:password")
+        return cls(user, password, set_acl)
+
+    @property
+    def auth_data(self) -> list[tuple[str, str]]:
+        return [("digest", f"{self.user}:{self.password}")] if self.user else []
+
+    @property
+    def acl(self) -> list | None:
+        """The ACL new znodes get (None: ZooKeeper's open default)."""
+        if not (self.set_acl and self.user):
+            return None
+        return [make_digest_acl(self.user, self.password, all=True),
+                make_acl("world", "anyone", read=True)]
+
+
+_auth = ZkAuth()
+
+
+def install_auth(auth: ZkAuth) -> None:
+    """Set this process's ZooKeeper credentials (service_main, before any session)."""
+    global _auth
+    _auth = auth
+
+
+def secure_tree(client: KazooClient, path: str = "/", *, acl: list | None = None) -> int:
+    """Set `acl` (default: the installed credentials' ACL; OPEN_ACL_UNSAFE when none) on `path`
+    and every znode under it (Kafka's zookeeper-security-migration). Returns how many."""
+    acl = acl if acl is not None else (_auth.acl or OPEN_ACL_UNSAFE)
+    count = 0
+    stack = [path]
+    while stack:
+        p = stack.pop()
+        if p == "/zookeeper" or p.startswith("/zookeeper/"):
+            continue
+        try:
+            client.set_acls(p, acl)
+            count += 1
+            children = client.get_children(p)
+        except NoNodeError:
+            continue
+        stack.extend(f"{p.rstrip('/')}/{c}" for c in children)
+    return count
 
 
 class ZkConnectError(ConnectionError):
@@ -65,16 +134,19 @@ def _start(client: KazooClient, timeout_s: float, connect_string: str) -> None:
 
 def connect(connect_string: str, *, timeout_s: float = 15.0, session_timeout_ms: int = 6000,
             create_chroot: bool = True, read_only: bool = False,
-            logger: logging.Logger | None = None) -> KazooClient:
+            logger: logging.Logger | None = None, auth: ZkAuth | None = None) -> KazooClient:
     """A started KazooClient for `connect_string` (chroot suffix allowed).
 
     `timeout_s` bounds connecting (each of the two connects); `session_timeout_ms` is Kafka's
     `zookeeper.session.timeout.ms`. With `create_chroot` the chroot path is created first if
     missing. Raises ZkConnectError; the caller owns the client: `close(client)` when done.
+    `auth` defaults to the process's (install_auth): digest credentials and the znode ACL.
     """
     hosts, chroot = split_chroot(connect_string)
+    auth = auth if auth is not None else _auth
     kw = dict(timeout=session_timeout_ms / 1000.0, read_only=read_only,
-              logger=logger or logging.getLogger("kazoo.client"))
+              logger=logger or logging.getLogger("kazoo.client"),
+              auth_data=auth.auth_data or None, default_acl=auth.acl)
     if chroot and create_chroot:
         root = KazooClient(hosts=hosts, **kw)
         _start(root, timeout_s, hosts)

@@ -73,7 +73,7 @@ def bootstrap(fleet):
 @pytest.fixture
 def zk(fleet):
     from services.common import zk as zkmod
-    client = zkmod.connect(fleet.zk_connect, timeout_s=10, create_chroot=False)
+    client = zkmod.connect(fleet.zk_connect, timeout_s=10, create_chroot=False, auth=fleet.zk_auth)
     try:
         yield client
     finally:

@@ -57,7 +57,10 @@ def main() -> int:
     now_ms = int(time.time() * 1000)
 
     print(f"fake service up on {endpoint} with {sorted(props)}", file=sys.stderr, flush=True)
-    client = zkmod.connect(props["zookeeper.connect"], timeout_s=15,
+    # the fleet's ZooKeeper credentials (a CURVE fleet's chroot is writable only with them)
+    auth = zkmod.ZkAuth.from_file(props.get("zookeeper.credentials.file", ""),
+                                  set_acl=props.get("zookeeper.set.acl") == "true")
+    client = zkmod.connect(props["zookeeper.connect"], timeout_s=15, auth=auth,
                            session_timeout_ms=int(props["zookeeper.session.timeout.ms"]))
     if "broker.id" in props:
         bid = int(props["broker.id"])

@@ -141,7 +141,7 @@ def test_fleet_lifecycle(tmp_path):
 
         # The active controller and partition leaders come from ZooKeeper.
         active = poll(lambda: fleet.status()["controller"], "a controller")
-        client = zkmod.connect(fleet.zk_connect, timeout_s=10)
+        client = zkmod.connect(fleet.zk_connect, timeout_s=10, auth=fleet.zk_auth)
         try:
             client.create(zn.topic_path("orders"), zn.encode_topic_assignment({0: [1, 2], 1: [2, 3]}),
                           makepath=True)

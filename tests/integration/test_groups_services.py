@@ -57,7 +57,7 @@ def chan(fleet):
 
 @pytest.fixture(scope="module")
 def zk(fleet):
-    client = zkmod.connect(fleet.zk_connect, timeout_s=10)
+    client = zkmod.connect(fleet.zk_connect, timeout_s=10, auth=fleet.zk_auth)
     try:
         yield client
     finally:
@@ -254,7 +254,11 @@ def test_sigterm_exits_cleanly(fleet, module, id_key):
     proc = subprocess.Popen([sys.executable, "-m", module, "--override", f"{id_key}=9",
                              "--override", f"port={port}",
                              "--override", f"zookeeper.connect={fleet.zk_connect}",
-                             "--override", f"offsets.topic.num.partitions={SHARDS}"],
+                             "--override", f"offsets.topic.num.partitions={SHARDS}",
+                             # the fleet's keys and ZooKeeper credentials (CURVE fleet)
+                             *[a for k, v in fleet.security.service_properties(
+                                 "group-coordinator-1").items()
+                               for a in ("--override", f"{k}={v}")]],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_for(lambda: port_accepts("127.0.0.1", port), lambda: proc.poll() is None,

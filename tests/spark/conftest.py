@@ -51,7 +51,9 @@ def bootstrap_option(fleet):
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory):
+def spark(tmp_path_factory, fleet):
+    # after the fleet: its up() exports the client's CURVE settings (RIVERBED_*), which the
+    # JVM and its Python workers inherit
     session = start_session(tmp_path_factory.mktemp("spark"))
     try:
         yield session

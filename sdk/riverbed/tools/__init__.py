@@ -1,16 +1,18 @@
 """Kafka's command-line tools for Riverbed: `topics`, `produce`, `consume`, `partitions`,
-`leaders`, `groups`, `cluster health`, `top`, `log-dirs`.
+`leaders`, `groups`, `cluster health`, `top`, `log-dirs`, and `keys` (CurveZMQ keypairs).
 
 `add_commands(subparsers)` registers them on any argparse subparsers object (the `riverbed` CLI
 calls it); `main(argv)` runs them standalone: `python -m riverbed.tools topics --list`.
-The bootstrap default is $RIVERBED_BOOTSTRAP, else tcp://127.0.0.1:9092 (the local fleet).
+The bootstrap default is $RIVERBED_BOOTSTRAP, else tcp://127.0.0.1:9092 (the local fleet);
+`--command-config FILE` (a client properties file: security.protocol, curve.*) or the RIVERBED_*
+security variables (riverbed.wire.security) connect with a CURVE key.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from riverbed.tools import console, groups, health, leaders, log_dirs, partitions, top, topics
+from riverbed.tools import console, groups, health, keys, leaders, log_dirs, partitions, top, topics
 
 __all__ = ["add_commands", "main", "build_parser"]
 
@@ -26,6 +28,7 @@ def add_commands(subparsers) -> None:
     health.add_command(subparsers)
     top.add_command(subparsers)
     log_dirs.add_command(subparsers)
+    keys.add_command(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:

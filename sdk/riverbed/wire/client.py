@@ -65,7 +65,9 @@ class Channel:
     def __init__(self, endpoint: str, *, client_id: str = "", context: zmq.Context | None = None,
                  max_message_bytes: int = 100 * 1024 * 1024, linger_ms: int = 0,
                  max_pending: int = 10_000, reconnect_ivl_ms: int = 100,
-                 reconnect_ivl_max_ms: int = 2000):
+                 reconnect_ivl_max_ms: int = 2000, security=None):
+        """`security`: a riverbed.wire.security.ClientSecurity; None reads the RIVERBED_*
+        environment variables (riverbed.wire.security.client_security)."""
         self.endpoint = endpoint
         self.client_id = client_id
         self._ctx = context or zmq.Context.instance()
@@ -73,7 +75,22 @@ class Channel:
         configure_dealer(sock, max_message_bytes=max_message_bytes, linger_ms=linger_ms,
                          reconnect_ivl_ms=reconnect_ivl_ms,
                          reconnect_ivl_max_ms=reconnect_ivl_max_ms)
-        sock.connect(endpoint)
+        try:
+            from riverbed.wire import security as _security
+            if security is None:
+                security = _security.client_security()
+            try:
+                security.apply(sock, endpoint)
+            except _security.SecurityConfigError as e:
+                if "no CURVE public key known" not in str(e):
+                    raise
+                # a server whose key we do not know cannot be reached securely: to this
+                # client it is unreachable (retriable; the SDK fails over to another gateway)
+                raise errors.NetworkError(str(e)) from None
+            sock.connect(endpoint)
+        except Exception:
+            sock.close(linger=0)
+            raise
         self._sock = sock
         self._poller = zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)

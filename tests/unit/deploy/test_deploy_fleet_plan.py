@@ -57,6 +57,15 @@ def test_configs_have_exactly_the_services_keys(tmp_path):
                                                  "storage-2:log.segment.bytes=2048",
                                                  "controller:num.partitions=4"])
     cfg = f.configs()
+    sec = tmp_path.resolve() / "security"
+    for name in cfg:            # CURVE by default: each service's own key, the shared trust dir
+        assert {k: cfg[name].pop(k) for k in list(cfg[name]) if k.startswith(
+            ("security.", "curve.", "zookeeper.set.acl", "zookeeper.credentials"))} == {
+            "security.protocol": "CURVE",
+            "curve.secret.key.file": str(sec / "private" / f"{name}.key_secret"),
+            "curve.trusted.keys.dir": str(sec / "certificates"),
+            "zookeeper.set.acl": "true",
+            "zookeeper.credentials.file": str(sec / "zookeeper.credentials")}
     assert cfg["storage-1"] == {
         "broker.id": "1", "host.name": "127.0.0.1", "port": "20101", "metrics.port": "20301",
         "log.dirs": str(tmp_path.resolve() / "storage-1" / "logs"),
@@ -72,7 +81,11 @@ def test_configs_have_exactly_the_services_keys(tmp_path):
         "gateway.id": "1", "host.name": "127.0.0.1", "port": "20000", "metrics.port": "20200",
         "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000"}
     f.write_configs()
-    assert load_properties(tmp_path / "storage-2" / "storage-2.properties") == cfg["storage-2"]
+    assert load_properties(tmp_path / "storage-2" / "storage-2.properties") == \
+        f.configs()["storage-2"]
+    none = Fleet(tmp_path / "plain", 20000, security_protocol="NONE").configs()
+    assert none["gateway-1"]["security.protocol"] == "NONE"
+    assert not any(k.startswith("curve.") for k in none["gateway-1"])
 
 
 def test_replication_factor_follows_small_fleets(tmp_path):

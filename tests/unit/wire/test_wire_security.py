@@ -1,0 +1,136 @@
+"""Key files and a client's security settings (riverbed.wire.security), the process's security
+config (services.common.rpc.security) and ZooKeeper credentials: files in tmp_path, no sockets."""
+import os
+import stat
+
+import pytest
+import zmq.auth
+
+from riverbed.wire import security as sec
+from services.common import zk as zkmod
+from services.common.rpc import security as rsec
+
+
+def test_generated_keypair_is_a_zmq_auth_certificate_with_metadata(tmp_path):
+    pub, secret = sec.create_keypair(tmp_path / "pub", "storage-1", kind="service",
+                                     endpoints=("tcp://127.0.0.1:9101",),
+                                     secret_dir=tmp_path / "priv")
+    public_key, secret_key = zmq.auth.load_certificate(secret)     # pyzmq reads it
+    assert zmq.auth.load_certificate(pub) == (public_key, None)
+    c = sec.read_certificate(pub)
+    assert (c.public_key, c.principal, c.kind, c.endpoints) == \
+        (public_key, "User:storage-1", "service", ("tcp://127.0.0.1:9101",))
+    assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+    with pytest.raises(sec.SecurityConfigError):
+        sec.create_keypair(tmp_path / "pub", "storage-1", secret_dir=tmp_path / "priv")
+
+
+def test_bad_names_and_files_are_typed_errors(tmp_path):
+    with pytest.raises(sec.SecurityConfigError):
+        sec.create_keypair(tmp_path, "../evil")
+    (tmp_path / "junk.key").write_text("not a certificate")
+    with pytest.raises(sec.SecurityConfigError):
+        sec.read_certificate(tmp_path / "junk.key")
+    assert sec.read_certificates(tmp_path) == []     # skipped, not fatal
+    with pytest.raises(sec.SecurityConfigError):
+        sec.check_protocol("SSL")
+
+
+def test_add_public_key_refuses_a_secret_file(tmp_path):
+    pub, secret = sec.create_keypair(tmp_path / "k", "alice")
+    with pytest.raises(sec.SecurityConfigError):
+        sec.add_public_key(tmp_path / "trust", secret)
+    dest = sec.add_public_key(tmp_path / "trust", pub)
+    assert sec.read_certificate(dest).principal == "User:alice"
+
+
+def test_server_key_found_by_endpoint(tmp_path):
+    pub, _ = sec.create_keypair(tmp_path, "gw", kind="service",
+                                endpoints=("tcp://127.0.0.1:9092", "tcp://127.0.0.1:9093"))
+    _, client = sec.create_keypair(tmp_path / "c", "client")
+    cs = sec.client_security(security_protocol="curve", curve_secret_key_file=str(client),
+                             curve_server_keys_dir=str(tmp_path), env={})
+    key = sec.read_certificate(pub).public_key
+    assert cs.server_key_for("tcp://localhost:9092") == key
+    assert cs.server_key_for("tcp://127.0.0.1:9093") == key
+    with pytest.raises(sec.SecurityConfigError):
+        cs.server_key_for("tcp://127.0.0.1:1")
+
+
+def test_client_settings_arguments_then_env_then_properties(tmp_path):
+    _, a = sec.create_keypair(tmp_path, "a")
+    _, b = sec.create_keypair(tmp_path, "b")
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=CURVE\ncurve.secret.key.file={a}\n"
+                     f"curve.server.keys.dir={tmp_path}\n")
+    env = {sec.ENV_CLIENT_PROPERTIES: str(props)}
+    assert sec.client_security(env=env).principal == "User:a"
+    env[sec.ENV_SECRET_KEY_FILE] = str(b)
+    assert sec.client_security(env=env).principal == "User:b"
+    assert sec.client_security(security_protocol="NONE", env=env).protocol == "NONE"
+    assert sec.client_security(env={}).protocol == "NONE"
+    with pytest.raises(sec.SecurityConfigError):     # CURVE without a key
+        sec.client_security(security_protocol="CURVE", env={})
+    with pytest.raises(sec.SecurityConfigError):     # the public file is not a secret key
+        sec.client_security(security_protocol="CURVE", curve_secret_key_file=str(tmp_path / "a.key"),
+                            curve_server_keys_dir=str(tmp_path), env={})
+
+
+def test_trust_store_reload_sees_added_and_removed_keys(tmp_path):
+    sec.create_keypair(tmp_path / "t", "storage-1", kind="service", secret_dir=tmp_path / "p")
+    pub, _ = sec.create_keypair(tmp_path / "t", "alice", secret_dir=tmp_path / "p")
+    store = rsec.TrustStore(str(tmp_path / "t"))
+    key = sec.read_certificate(pub).public_key
+    assert store.principals[key] == "User:alice"
+    assert store.service_principals == {"User:storage-1"}
+    assert not store.reload()                        # nothing changed
+    pub.unlink()
+    assert store.reload()
+    assert key not in store.principals
+
+
+def test_security_keys_are_split_from_the_role_config():
+    props = {"security.protocol": "CURVE", "port": "1", "super.users": "User:x",
+             "curve.secret.key.file": "/k"}
+    sec_props, rest = rsec.split_security_properties(props, {"port"})
+    assert sec_props == {"security.protocol": "CURVE", "super.users": "User:x",
+                         "curve.secret.key.file": "/k"}
+    assert rest == {"port": "1"}
+    _, rest = rsec.split_security_properties(props, {"port", "super_users"})
+    assert rest == {"port": "1", "super.users": "User:x"}    # the authorizer reads it too
+
+
+def test_security_config_validation():
+    with pytest.raises(ValueError):
+        rsec.SecurityConfig(security_protocol="CURVE")     # no key file
+    with pytest.raises(ValueError):
+        rsec.SecurityConfig(zookeeper_set_acl=True)
+    assert rsec.SecurityConfig().security_protocol == "NONE"
+    none = rsec.ServerSecurity()
+    assert not none.curve and none.holds_cluster_action("User:ANONYMOUS")
+
+
+def test_zookeeper_credentials_file(tmp_path):
+    f = tmp_path / "zk"
+    f.write_text("riverbed:s3cret\n")
+    auth = zkmod.ZkAuth.from_file(str(f), set_acl=True)
+    assert auth.auth_data == [("digest", "riverbed:s3cret")]
+    perms = {(a.id.scheme, a.perms) for a in auth.acl}
+    assert ("world", 1) in perms and ("digest", 31) in perms      # READ for all, ALL for us
+    assert zkmod.ZkAuth.from_file("").acl is None
+    f.write_text("nopassword\n")
+    with pytest.raises(ValueError):
+        zkmod.ZkAuth.from_file(str(f))
+
+
+def test_connection_counter_per_ip():
+    c = rsec.ConnectionCounter()
+    c.accepted(1, 10, "10.0.0.1")
+    c.accepted(1, 11, "10.0.0.1")
+    c.accepted(2, 10, "10.0.0.2")          # same fd number on another socket
+    assert not c.over("10.0.0.1", 2) and c.over("10.0.0.1", 1)
+    c.closed(1, 10)
+    c.closed(1, 10)                        # a second close event for the fd: no-op
+    assert c.per_ip == {"10.0.0.1": 1, "10.0.0.2": 1}
+    c.accepted(1, 11, "10.0.0.3")          # fd reused before its close was seen
+    assert c.per_ip == {"10.0.0.3": 1, "10.0.0.2": 1}
