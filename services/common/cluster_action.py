@@ -2,7 +2,8 @@
 a pure policy (no sockets, no files), applied in one place, the RpcServer's dispatch.
 
 ClusterAction is what a storage node, the controller and the coordinators do to each other:
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, ALTER_PARTITION, a FETCH
+LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, ALTER_PARTITION,
+BROKER_HEARTBEAT, a FETCH
 with replica_id >= 0 (a follower's fetch), and a PRODUCE to an internal topic
 (`__consumer_offsets`). It is held only by the fleet's service principals (keys whose
 certificate says `kind = service`) and by `super.users`; anybody else gets
@@ -20,6 +21,7 @@ __all__ = ["CLUSTER_ACTION_APIS", "INTERNAL_TOPICS", "requires_cluster_action",
 CLUSTER_ACTION_APIS = frozenset({
     ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
     ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION,
+    ApiKey.BROKER_HEARTBEAT,          # a node keeping itself (or another) alive at the controller
 })
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 

@@ -1,15 +1,15 @@
 """ACLs and quotas against a real fleet (ZooKeeper, controller, storage node, coordinators,
 gateway), changed with the real `riverbed acls` / `riverbed configs` tools.
 
-The principal source is ONE fixture, `as_principal`: here (no CURVE keys on this branch) the
-gateway runs with `insecure.principal.from.client.id=true` — only accepted with
-security.protocol=NONE, where no client is authenticated anyway — and a client claims
-`User:<name>` through its client id. With CURVE, swap the fixture for one that hands each client
-its own key (and the fleet for a CURVE fleet); the tests stay as they are.
+Principals are real: the fleet runs CURVE, every principal of these tests gets its own client
+keypair (`User:<name>`) in the fleet's trusted keys directory before any test runs, and
+`as_principal(name)` hands a client that key (the gateway takes the principal from the
+connection's ZAP User-Id, never from anything the client sends).
 allow.everyone.if.no.acl.found=false, as a CURVE fleet has it by default.
 """
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import uuid
@@ -17,12 +17,15 @@ import uuid
 import pytest
 
 from deploy.fleet import Fleet, free_base_port
+from riverbed.wire.security import create_keypair
 from riverbed import Admin, Consumer, NewTopic, Producer, TopicPartition, errors
 from riverbed.cli import main as riverbed_main
 
 pytestmark = pytest.mark.integration
 
 ADMIN = "admin"
+PRINCIPALS = (ADMIN, "alice", "bob", "carol", "dave", "erin", "frank", "fast", "slow", "reader",
+              "hank", "busy")
 QUOTA_BYTES_PER_S = 200_000
 
 
@@ -31,7 +34,6 @@ def fleet(tmp_path_factory):
     f = Fleet(tmp_path_factory.mktemp("acl-fleet"), free_base_port(), storage_nodes=1,
               controllers=1, gateways=1,
               config_overrides={"gateway": {
-                  "insecure.principal.from.client.id": "true",
                   "allow.everyone.if.no.acl.found": "false",
                   "super.users": f"User:{ADMIN}",
                   # Short quota windows so the test reaches the steady state quickly
@@ -39,9 +41,39 @@ def fleet(tmp_path_factory):
                   "quota.window.num": "3", "quota.window.size.seconds": "1"}})
     try:
         f.up()
+        sec = f.security
+        for name in PRINCIPALS:            # a keypair per principal, trusted by the services
+            create_keypair(sec.trust_dir, name, kind="client", secret_dir=sec.private_dir,
+                           overwrite=True)
+        f.signal("gateway-1", signal.SIGHUP)   # re-read the trusted keys now
+        _wait_admitted(f, PRINCIPALS[-1])
         yield f
     finally:
         f.down()
+
+
+def _settings(fleet, name: str) -> dict:
+    return {"security_protocol": "CURVE",
+            "curve_secret_key_file": str(fleet.security.secret_key_file(name)),
+            "curve_server_keys_dir": str(fleet.security.trust_dir),
+            "client_id": f"{name}-client"}
+
+
+def _wait_admitted(fleet, name: str, timeout_s: float = 60.0) -> None:
+    """Until the gateway admits `name`'s key (a refused handshake is not retried by libzmq:
+    each try is a new client)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with Admin([fleet.gateway_endpoint], request_timeout_ms=2000,
+                       **{k: v for k, v in _settings(fleet, name).items()
+                          if k != "client_id"}) as a:
+                a.describe_cluster()
+                return
+        except errors.RiverbedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -50,24 +82,29 @@ def bootstrap(fleet):
 
 
 @pytest.fixture(scope="module")
-def as_principal():
-    """Client settings that make a client act as User:<name> (the one place to swap for keys)."""
+def as_principal(fleet):
+    """Client settings that make a client User:<name>: its own CURVE key."""
     def settings(name: str) -> dict:
-        return {"client_id": f"User:{name}"}
+        assert name in PRINCIPALS, f"add {name!r} to PRINCIPALS (its key is made up front)"
+        return _settings(fleet, name)
     return settings
 
 
 @pytest.fixture(scope="module")
 def acls(fleet):
     def run(*argv: str) -> None:
-        assert riverbed_main(["acls", "--zookeeper", fleet.zk_connect, *argv]) == 0
+        assert riverbed_main(["acls", "--zookeeper", fleet.zk_connect,
+                              "--zookeeper-credentials-file",
+                              str(fleet.security.zk_credentials_file), *argv]) == 0
     return run
 
 
 @pytest.fixture(scope="module")
 def configs(fleet):
     def run(*argv: str) -> None:
-        assert riverbed_main(["configs", "--zookeeper", fleet.zk_connect, *argv]) == 0
+        assert riverbed_main(["configs", "--zookeeper", fleet.zk_connect,
+                              "--zookeeper-credentials-file",
+                              str(fleet.security.zk_credentials_file), *argv]) == 0
     return run
 
 

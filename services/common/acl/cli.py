@@ -16,6 +16,7 @@ gateway yet). Registered as `riverbed.cli_plugins` entry points (the SDK never i
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from services.common.acl import layout, store
@@ -33,6 +34,7 @@ from services.common.acl.authorizer import (
 from services.common.acl.quotas import QuotaConfigError, check_quota_config
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+ZK_CREDENTIALS_ENV = "RIVERBED_ZOOKEEPER_CREDENTIALS"
 
 
 def _zk_connect(args: argparse.Namespace) -> str:
@@ -48,7 +50,16 @@ def _zk_connect(args: argparse.Namespace) -> str:
 
 def _connect(args):
     from services.common import zk
-    return zk.connect(_zk_connect(args), timeout_s=args.timeout_ms / 1000.0)
+    path = getattr(args, "zookeeper_credentials_file", "")
+    for prop in getattr(args, "authorizer_properties", None) or ():
+        k, sep, v = prop.partition("=")
+        if sep and k.strip() == "zookeeper.credentials.file":
+            path = v.strip()
+    try:
+        auth = zk.ZkAuth.from_file(path, set_acl=bool(path))
+    except (OSError, ValueError) as e:
+        raise AclError(f"ZooKeeper credentials: {e}") from None
+    return zk.connect(_zk_connect(args), timeout_s=args.timeout_ms / 1000.0, auth=auth)
 
 
 # --- acls --------------------------------------------------------------------------------------
@@ -67,6 +78,11 @@ def add_acl_commands(subparsers) -> None:
     action.add_argument("--list", action="store_true",
                         help="list ACLs (of the resources given, else all)")
     p.add_argument("--zookeeper", default="", help="zookeeper.connect of the fleet (with chroot)")
+    p.add_argument("--zookeeper-credentials-file", default=os.environ.get(ZK_CREDENTIALS_ENV, ""),
+                   metavar="FILE",
+                   help="user:password for ZooKeeper's digest auth when the fleet's znodes are "
+                        "closed (zookeeper.set.acl; the local fleet's is security/"
+                        f"zookeeper.credentials; default ${ZK_CREDENTIALS_ENV})")
     p.add_argument("--authorizer-properties", nargs="*", metavar="KEY=VALUE",
                    help="Kafka's spelling: zookeeper.connect=HOST:PORT/chroot")
     p.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL",
@@ -243,6 +259,11 @@ def add_config_commands(subparsers) -> None:
                     "principal name or client id, or their <default>. Gateways watch "
                     "/config/changes and apply changes within moments.")
     p.add_argument("--zookeeper", required=True, help="zookeeper.connect of the fleet (with chroot)")
+    p.add_argument("--zookeeper-credentials-file", default=os.environ.get(ZK_CREDENTIALS_ENV, ""),
+                   metavar="FILE",
+                   help="user:password for ZooKeeper's digest auth when the fleet's znodes are "
+                        "closed (zookeeper.set.acl; the local fleet's is security/"
+                        f"zookeeper.credentials; default ${ZK_CREDENTIALS_ENV})")
     p.add_argument("--entity-type", required=True, choices=("users", "clients"))
     who = p.add_mutually_exclusive_group()
     who.add_argument("--entity-name", help="user principal name (alice for User:alice) or client id")

@@ -39,10 +39,11 @@ from services.common.rpc.server import (
     Response,
     RpcServer,
     ServerStatistics,
+    remote_seconds,
     remote_wait,
 )
 
 __all__ = [
     "Handler", "Reply", "RpcServer", "ServerStatistics", "AsyncChannel", "ChannelPool",
-    "Publisher", "Subscriber", "Request", "Response", "remote_wait", "DEFAULT_MAX_MESSAGE_BYTES",
+    "Publisher", "Subscriber", "Request", "Response", "remote_wait", "remote_seconds", "DEFAULT_MAX_MESSAGE_BYTES",
 ]

@@ -81,6 +81,12 @@ _REMOTE: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
     "riverbed_rpc_remote", default=None)
 
 
+def remote_seconds() -> float:
+    """The current request's time waiting on other services so far (0.0 when not counted)."""
+    cell = _REMOTE.get()
+    return cell[0] if cell else 0.0
+
+
 @contextlib.contextmanager
 def remote_wait():
     """Count the time inside as the current request's remote time (a no-op outside a request)."""
@@ -126,11 +132,16 @@ class RpcServer:
                  context: zmq.asyncio.Context | None = None,
                  tracer_provider: trace.TracerProvider | None = None,
                  metrics: RequestMetrics | None = None,
-                 security: ServerSecurity | None = None):
+                 security: ServerSecurity | None = None,
+                 cluster_action_apis: frozenset[int] = frozenset()):
+        """`cluster_action_apis`: APIs that need ClusterAction on this server only, beyond
+        those every server guards (services.common.cluster_action) — e.g. a storage node's
+        log-dir APIs, which clients reach through a gateway."""
         if queued_max_requests < 1:
             raise ValueError("queued_max_requests must be >= 1")
         self.name = name
         self._handlers = dict(handlers)
+        self._cluster_action_apis = frozenset(cluster_action_apis)
         self._max_bytes = socket_request_max_bytes
         self._queued_max_requests = queued_max_requests
         self.security = security = security or process_security()
@@ -261,7 +272,7 @@ class RpcServer:
         api = req.api
         # who is asking: from the connection (ZAP User-Id, Peer-Address), never from the body
         req.principal, req.host = _peer(msg[0], self.security.curve)
-        if requires_cluster_action(api, req.body) and \
+        if (api in self._cluster_action_apis or requires_cluster_action(api, req.body)) and \
                 not self.security.holds_cluster_action(req.principal):
             self._unauthorized += 1
             log.warning("[%s] %s from %s (%s) refused: ClusterAction not held", self.name,

@@ -129,8 +129,8 @@ class Guard:
             reply = await handler(req)
             if not (self.produce.enabled or self.fetch.enabled or self.request.enabled):
                 return reply
-            remote = rpc._REMOTE.get()     # this request's time waiting on others, if counted
-            gateway_s = time.perf_counter() - t0 - (remote[0] if remote else 0.0)
+            # this request's own time at the gateway: less its waits on others, if counted
+            gateway_s = time.perf_counter() - t0 - rpc.remote_seconds()
             throttle = self._record(req, reply, user_name(principal), client_id, gateway_s)
             if throttle > 0:
                 self._held_until[key] = _now_ms() + throttle

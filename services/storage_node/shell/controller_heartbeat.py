@@ -24,6 +24,7 @@ from riverbed import errors
 from riverbed._proto.v1 import replication_pb2
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.client import Channel
+from services.common.rpc.security import process_security
 from services.common import znodes
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,9 @@ class ControllerHeartbeat:
             raise errors.NotControllerError(f"controller {info.controller_id} has no endpoint")
         self._channel = Channel(info.endpoint,
                                 client_id=f"storage-node-{node.cfg.broker_id}-heartbeat",
-                                max_message_bytes=node.cfg.socket_request_max_bytes)
+                                max_message_bytes=node.cfg.socket_request_max_bytes,
+                                # the node's own key (a service principal: ClusterAction)
+                                security=process_security().client)
         return self._channel
 
     def _drop(self) -> None:

@@ -163,7 +163,11 @@ class StorageNode:
         self.server = RpcServer(cfg.endpoint, handlers, name=f"storage-node-{cfg.broker_id}",
                                 socket_request_max_bytes=cfg.socket_request_max_bytes,
                                 queued_max_requests=cfg.queued_max_requests,
-                                metrics=self.request_metrics if cfg.metrics_port >= 0 else None)
+                                metrics=self.request_metrics if cfg.metrics_port >= 0 else None,
+                                # clients reach the log-dir APIs only through a gateway, which
+                                # checks their ACLs (Describe / Alter on the cluster)
+                                cluster_action_apis=frozenset({ApiKey.DESCRIBE_LOG_DIRS,
+                                                               ApiKey.ALTER_REPLICA_LOG_DIRS}))
         self.telemetry = Telemetry("storage_node", cfg.broker_id, host=cfg.host_name,
                                    port=cfg.metrics_port)
         node_metrics.register(self.telemetry, self)
