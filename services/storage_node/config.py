@@ -89,6 +89,12 @@ class StorageNodeConfig:
     producer_id_expiration_ms: int = 86400000
     # How often the expiry runs (Kafka: 10 minutes).
     producer_id_expiration_check_interval_ms: int = 600000
+    # Batches remembered per producer and partition to recognise a retried duplicate (Kafka's
+    # fixed ProducerStateEntry.NUM_BATCHES_TO_RETAIN, 5). An idempotent producer keeps at most
+    # this many batches per partition unacknowledged (it learns the figure from INIT_PRODUCER_ID),
+    # so a larger window lets more batches be in flight on the acks=all path. Kept across
+    # restarts in the producer snapshots; a retry older than the window is looked up in the log.
+    producer_state_batches_retained: int = 5
 
     # -- requests ------------------------------------------------------------------------
     # acks=-1 wait when the request's timeout_ms is 0 (Kafka's request.timeout.ms).
@@ -132,6 +138,8 @@ class StorageNodeConfig:
             raise ConfigError("producer.id.expiration.ms must be positive")
         if self.producer_id_expiration_check_interval_ms <= 0:
             raise ConfigError("producer.id.expiration.check.interval.ms must be positive")
+        if not 1 <= self.producer_state_batches_retained <= 1024:
+            raise ConfigError("producer.state.batches.retained must be in 1..1024")
         if self.log_cleanup_policy not in ("delete", "compact", "compact,delete", "delete,compact"):
             raise ConfigError(f"log.cleanup.policy={self.log_cleanup_policy!r}: "
                               "expected delete, compact or both")

@@ -7,7 +7,7 @@ A snapshot named N holds the state of every batch below offset N (the manager's 
 
 File layout (big-endian), after Kafka's ProducerSnapshot v1: a version, then a CRC-32C of every
 byte after the CRC field. Kafka's body keeps only the last batch of each producer; Riverbed's
-keeps all (up to 5) cached batches, so duplicates of any of them are still recognised after a
+keeps all cached batches (5, or producer.state.batches.retained), so duplicates of any of them are still recognised after a
 restart. The file is Riverbed's own, not readable by Kafka's tools.
 
     position  size  field
@@ -18,7 +18,7 @@ restart. The file is Riverbed's own, not readable by Kafka's tools.
                8    producer_id      int64
                2    producer_epoch   int16
                8    last_timestamp   int64
-               4    batch count      int32   1..5, oldest first
+               4    batch count      int32   1..1024 (the window), oldest first
     then per batch (32 bytes):
                4    first_seq        int32
                4    last_seq         int32
@@ -44,8 +44,8 @@ from crc32c import crc32c
 from riverbed import errors
 from riverbed.records import BatchHeader
 from services.storage_node.core.producer_state import (
-    MAX_CACHED_BATCHES, BatchMetadata, ProducerStateEntry, ProducerStateManager,
-    with_assigned_offsets)
+    MAX_CACHED_BATCHES, MAX_PRODUCER_STATE_WINDOW, BatchMetadata, Decision, ProducerStateEntry,
+    ProducerStateManager, resolve_old_duplicates, with_assigned_offsets)
 from services.storage_node.log import files
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
         for _ in range(count):
             pid, epoch, last_ts, nbatches = _PRODUCER.unpack_from(data, pos)
             pos += _PRODUCER.size
-            if not 1 <= nbatches <= MAX_CACHED_BATCHES:
+            if not 1 <= nbatches <= MAX_PRODUCER_STATE_WINDOW:
                 raise ProducerSnapshotError(f"producer {pid}: {nbatches} batches")
             if pid <= previous_pid:
                 raise ProducerSnapshotError(f"producer ids out of order at {pid}")
@@ -205,10 +205,11 @@ class ProducerStateStore:
     was before the append, named by the new segment's base offset, as Kafka does on roll.
     """
 
-    def __init__(self, plog, state: ProducerStateManager | None = None) -> None:
+    def __init__(self, plog, state: ProducerStateManager | None = None, *,
+                 batches_retained: int = MAX_CACHED_BATCHES) -> None:
         self.log = plog
         self.state = state if state is not None else ProducerStateManager(
-            map_end_offset=plog.log_start_offset)
+            map_end_offset=plog.log_start_offset, batches_retained=batches_retained)
 
     @property
     def dir(self) -> str:
@@ -267,6 +268,8 @@ class ProducerStateStore:
         CRCs again. Returns (Decision, AppendInfo | None); the log is touched only for
         Verdict.APPEND. Errors of PartitionLog.append propagate, state unchanged."""
         decision = self.state.check_and_prepare(headers)
+        if decision.old_duplicates:        # a retry older than the window: find it in the log
+            decision = self.find_old_duplicates(decision)
         if not decision.ok:
             return decision, None
         info = self._append(payload, now_ms=now_ms, leader_epoch=leader_epoch,
@@ -274,6 +277,24 @@ class ProducerStateStore:
         self.state.on_appended(with_assigned_offsets(headers, info.first_offset,
                                                      info.log_append_time_ms))
         return decision, info
+
+    def find_old_duplicates(self, decision: Decision) -> Decision:
+        """Look for a DUPLICATE_SEQUENCE_NUMBER decision's batches in the log, newest segment
+        first, below the oldest cached batch (a rare path: a retry older than the window)."""
+        below = decision.old_duplicates_below
+
+        def newest_first():
+            for seg in reversed([s for s in self.log.segments if s.base_offset < below]):
+                if not seg.acquire():
+                    continue
+                try:
+                    headers = [h for _, h in seg.headers_from(0, seg.size)
+                               if h.base_offset < below]
+                finally:
+                    seg.release()
+                yield from headers
+
+        return resolve_old_duplicates(decision, newest_first())
 
     def append_as_follower(self, payload, headers: list[BatchHeader], *, now_ms: int):
         """Append the leader's batches with their offsets and apply them (no checks)."""

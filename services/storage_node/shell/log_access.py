@@ -60,15 +60,17 @@ class Logs:
     Kafka's ReplicaManager does)."""
 
     def __init__(self, manager: LogManager, defaults: LogConfig, *,
-                 producer_id_expiration_ms: int = 86400000):
+                 producer_id_expiration_ms: int = 86400000,
+                 producer_state_batches_retained: int = 5):
         self.manager = manager
         self.defaults = defaults
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.batches_retained = producer_state_batches_retained
         # One producer-state store per partition log, loaded once the log is open (recovered).
         self.stores: dict[tuple[str, int], ProducerStateStore] = {}
         now = _now_ms()
         for tp in manager.partitions():
-            store = ProducerStateStore(manager.get(*tp))
+            store = ProducerStateStore(manager.get(*tp), batches_retained=self.batches_retained)
             store.load(now_ms=now, producer_id_expiration_ms=producer_id_expiration_ms)
             self.stores[tp] = store
         self.hw_checkpoint: dict[tuple[str, int], int] = {}
@@ -97,7 +99,8 @@ class Logs:
         LogConfig.from_topic_configs(self.defaults, topic_configs)
         plog = self.manager.get_or_create(tp[0], tp[1], topic_configs or None, now_ms=_now_ms())
         if tp not in self.stores:
-            self.stores[tp] = ProducerStateStore(plog)     # a new log: empty state at its start
+            # a new log: empty state at its start
+            self.stores[tp] = ProducerStateStore(plog, batches_retained=self.batches_retained)
         return plog
 
     def store(self, tp) -> ProducerStateStore | None:
@@ -189,7 +192,8 @@ def open_logs(cfg: StorageNodeConfig) -> Logs:
     defaults = log_defaults(cfg)
     manager = LogManager(cfg.log_dir_list, defaults, now_ms=_now_ms(), rng=random.Random(),
                          cleaner_enable=cfg.log_cleaner_enable)
-    return Logs(manager, defaults, producer_id_expiration_ms=cfg.producer_id_expiration_ms)
+    return Logs(manager, defaults, producer_id_expiration_ms=cfg.producer_id_expiration_ms,
+                producer_state_batches_retained=cfg.producer_state_batches_retained)
 
 
 # -- PartitionLog calls ----------------------------------------------------------------------

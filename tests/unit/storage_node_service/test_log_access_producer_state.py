@@ -63,6 +63,40 @@ def test_leader_append_duplicate_gap_and_reload_after_a_clean_close(tmp_path):
     logs.close()
 
 
+def test_retry_older_than_the_window_is_answered_with_its_offset_from_the_log(tmp_path):
+    # Kafka answers a duplicate with the offset the batch has; one older than the batches
+    # remembered is found in the log (here across a segment roll), never acknowledged with -1.
+    logs = log_access.open_logs(cfg(tmp_path, **{"log.segment.bytes": "300"}))
+    logs.get_or_create(TP, {})
+    store = logs.store(TP)
+    offsets = []
+    for i in range(9):
+        d, first, last = log_access.append_as_leader(store, pbatch(5, 2 * i, 2), 0)
+        assert d.verdict is Verdict.APPEND
+        offsets.append((first, last))
+    assert len(logs.get(TP).segments) > 2
+    for i in (0, 1, 3):                                   # older than the 5 remembered
+        d, first, last = log_access.append_as_leader(store, pbatch(5, 2 * i, 2), 0)
+        assert (d.verdict, d.error_code, (first, last)) == \
+            (Verdict.DUPLICATE, code("NONE"), offsets[i])
+    assert logs.get(TP).log_end_offset == 18
+    logs.close()
+
+
+def test_a_wider_window_survives_a_restart(tmp_path):
+    conf = cfg(tmp_path, **{"producer.state.batches.retained": "20"})
+    logs = log_access.open_logs(conf)
+    logs.get_or_create(TP, {})
+    for i in range(15):
+        log_access.append_as_leader(logs.store(TP), pbatch(5, i), 0)
+    logs.close()
+    logs = log_access.open_logs(conf)                      # from the snapshot at close
+    assert len(logs.store(TP).state.entry(5).batches) == 15
+    d, first, _ = log_access.append_as_leader(logs.store(TP), pbatch(5, 0), 0)
+    assert (d.verdict, first) == (Verdict.DUPLICATE, 0)
+    logs.close()
+
+
 def test_follower_append_builds_the_state_and_truncation_reloads_it(tmp_path):
     leader = log_access.open_logs(cfg(tmp_path / "a"))
     follower = log_access.open_logs(cfg(tmp_path / "b"))
