@@ -72,6 +72,9 @@ class StorageNodeConfig:
     replica_lag_check_interval_ms: int | None = None
     # acks=-1 needs an ISR of at least this many (Kafka's broker default; topics override).
     min_insync_replicas: int = 1
+    # How often each log dir's replication-offset-checkpoint (the high watermarks) is written
+    # (Kafka's key and default). Written by a worker thread, off the request loop.
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
     # Pause between ALTER_PARTITION retries after a network error or NOT_CONTROLLER.
     alter_partition_retry_backoff_ms: int = 500
 
@@ -128,6 +131,8 @@ class StorageNodeConfig:
             raise ConfigError("replica.fetch.wait.max.ms / replica.fetch.min.bytes must be >= 0")
         if self.replica_lag_time_max_ms <= 0:
             raise ConfigError("replica.lag.time.max.ms must be positive")
+        if self.replica_high_watermark_checkpoint_interval_ms <= 0:
+            raise ConfigError("replica.high.watermark.checkpoint.interval.ms must be positive")
         if self.min_insync_replicas < 1:
             raise ConfigError("min.insync.replicas must be >= 1")
         if self.controlled_shutdown_max_retries < 0:

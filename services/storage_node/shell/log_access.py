@@ -84,6 +84,8 @@ class Logs:
                 log.warning("%s/%s unreadable (%s); treating as empty", d,
                             REPLICATION_OFFSET_CHECKPOINT, e)
         self._written: dict[str, str] = {}
+        # the log start offset each partition's old snapshots were last pruned at
+        self._snapshots_pruned_at: dict[tuple[str, int], int] = {}
 
     def partitions(self) -> list[tuple[str, int]]:
         return self.manager.partitions()
@@ -122,8 +124,12 @@ class Logs:
         for tp, store in list(self.stores.items()):
             if store.log.closed:
                 continue
+            start = store.log.log_start_offset
+            if self._snapshots_pruned_at.get(tp) == start:
+                continue                        # no listdir per partition per tick
             try:
                 store.delete_old_snapshots()    # retention moved the log start past them
+                self._snapshots_pruned_at[tp] = start
             except OSError as e:
                 d = self.manager.dir_of(*tp)
                 if d is not None:
@@ -156,22 +162,32 @@ class Logs:
     def write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> list[tuple[str, OSError]]:
         """Write `replication-offset-checkpoint` in each online log dir (only when it changed);
         [(log dir, I/O error)] for those that failed."""
-        failed = []
+        plan = self.high_watermark_writes(hws)
+        return self.high_watermarks_written(plan, write_checkpoint_files(plan))
+
+    def high_watermark_writes(self, hws: dict[tuple[str, int], int]) -> list[tuple[str, str]]:
+        """The checkpoint files to write for `hws`, [(log dir, text)] (only dirs whose file
+        changed). Pure bookkeeping: `write_checkpoint_files` does the I/O (in any thread), then
+        `high_watermarks_written` records the outcome (on the partition's writer)."""
         by_dir: dict[str, dict] = {d: {} for d in self.manager.online_dirs}
         for tp, hw in hws.items():
             d = self.manager.dir_of(tp[0], tp[1])
             if d is not None and d in by_dir:
                 by_dir[d][tp] = hw
+        self.hw_checkpoint = dict(hws)
+        plan = []
         for d, offsets in by_dir.items():
             text = checkpoints.format_offsets(offsets)
             if self._written.get(d) != text:
-                try:
-                    files.atomic_write(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), text)
-                except OSError as e:
-                    failed.append((d, e))
-                    continue
+                plan.append((d, text))
+        return plan
+
+    def high_watermarks_written(self, plan: list[tuple[str, str]],
+                                failed: list[tuple[str, OSError]]) -> list[tuple[str, OSError]]:
+        bad = {d for d, _ in failed}
+        for d, text in plan:
+            if d not in bad:
                 self._written[d] = text
-        self.hw_checkpoint = dict(hws)
         return failed
 
     def close(self) -> None:
@@ -185,6 +201,19 @@ class Logs:
             except OSError as e:     # the next start rebuilds from an older snapshot + the log
                 log.error("[%s-%d] producer snapshot at close failed: %s", tp[0], tp[1], e)
         self.manager.close()
+
+
+def write_checkpoint_files(plan: list[tuple[str, str]]) -> list[tuple[str, OSError]]:
+    """Write each (log dir, text) of `high_watermark_writes` as its
+    replication-offset-checkpoint (tmp + fsync + rename + dir fsync). Safe in a worker thread:
+    touches only those files. [(log dir, I/O error)] for the writes that failed."""
+    failed = []
+    for d, text in plan:
+        try:
+            files.atomic_write(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), text)
+        except OSError as e:
+            failed.append((d, e))
+    return failed
 
 
 def open_logs(cfg: StorageNodeConfig) -> Logs:

@@ -121,6 +121,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self.log_dir_failures = 0
         self._stop_event: asyncio.Event | None = None
         self._background: set[asyncio.Task] = set()
+        self._hw_checkpoint_task: asyncio.Task | None = None
 
     # =========================================================================================
     # lifecycle
@@ -189,6 +190,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         for fut in itertools.chain(self._produce_futs.values(), self._fetch_futs.values()):
             if not fut.done():
                 fut.cancel()
+        if self._hw_checkpoint_task is not None:
+            with contextlib.suppress(Exception):
+                await self._hw_checkpoint_task     # never two writers of one checkpoint file
         if self.logs is not None:
             self._checkpoint_high_watermarks()
             self.logs.close()   # flush, checkpoints, clean-shutdown marker
@@ -263,6 +267,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
     # -- the clock ---------------------------------------------------------------------------
     async def _tick_loop(self) -> None:
         next_log_tick = 0
+        next_hw_checkpoint = now_ms() + self.cfg.replica_high_watermark_checkpoint_interval_ms
         next_isr_check = 0
         next_producer_expiry = now_ms() + self.cfg.producer_id_expiration_check_interval_ms
         isr_interval = self.cfg.effective_replica_lag_check_interval_ms
@@ -279,8 +284,12 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                         self.fail_log_dir(d, e, "log maintenance")
                 except Exception:
                     log.exception("log maintenance failed")
-                self._checkpoint_high_watermarks()
                 self._measure_space()
+            if now >= next_hw_checkpoint:
+                next_hw_checkpoint = now + self.cfg.replica_high_watermark_checkpoint_interval_ms
+                if self._hw_checkpoint_task is None or self._hw_checkpoint_task.done():
+                    self._hw_checkpoint_task = asyncio.get_running_loop().create_task(
+                        self._checkpoint_high_watermarks_off_loop())
             if now >= next_producer_expiry:
                 next_producer_expiry = now + self.cfg.producer_id_expiration_check_interval_ms
                 try:
@@ -563,6 +572,24 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
 
     # =========================================================================================
     # replication (called by ReplicaFetcher)
+
+    async def _checkpoint_high_watermarks_off_loop(self) -> None:
+        """The periodic high-watermark checkpoint: the text is made here, the files (with their
+        fsyncs, milliseconds on a busy disk) are written by a worker thread, so requests on the
+        loop never wait behind them."""
+        try:
+            hws = dict(self.logs.hw_checkpoint)
+            hws.update({tp: r.high_watermark for tp, r in self.core.replicas.items()})
+            plan = self.logs.high_watermark_writes(hws)
+            if not plan:
+                return
+            failed = await asyncio.to_thread(log_access.write_checkpoint_files, plan)
+            if self.logs is None:
+                return
+            for d, e in self.logs.high_watermarks_written(plan, failed):
+                self.fail_log_dir(d, e, "the high-watermark checkpoint")
+        except Exception:
+            log.exception("writing the high-watermark checkpoint failed")
 
     def _checkpoint_high_watermarks(self) -> None:
         try:
