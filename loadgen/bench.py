@@ -7,6 +7,7 @@
                                                  # each produce row beside its --null-sink baseline
     ... [--bootstrap-server tcp://HOST:PORT]     # use a running fleet instead of starting one
     ... [--json FILE]                            # the rows as JSON too
+    ... [--no-issue15]                           # the matrix without issue 15's rows
 
 Matrix: record size 100 B and 1 KiB × acks 1 and all × replication factor 1 and 3 × compression
 none and lz4. acks=all with replication factor 1 is skipped (an ISR of one answers acks=all at
@@ -22,6 +23,11 @@ a gateway. ratio = row records/s ÷ baseline records/s: the share of the SDK's o
 whole path (sockets, gateway, storage node, replication, all on the same cores) keeps.
 "build/s" and "÷build": the lower bound of the SDK's cost alone — BatchBuilder.append_values +
 build() into nothing, same size, batch size and compression (no accumulator, no sender thread).
+
+After the matrix, issue 15's rows (loadgen.repl_bench, on the same fleet, producer defaults):
+acks=all RF 3 min.insync.replicas 2 idempotent 3 partitions ÷ acks=1 RF 1 3 partitions; 1 KiB
+records with default settings ÷ the same with batch.size 262144 (MB/s); end-to-end latency
+percentiles through the gateway at 1,000 and 50,000 records/s.
 """
 from __future__ import annotations
 
@@ -262,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--e2e-records", type=int, default=300_000,
                         help=f"--quick's e2e row: records at {E2E_RATE}/s (0: no e2e row)")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--no-issue15", action="store_true",
+                        help="skip issue 15's rows after the matrix (loadgen.repl_bench)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     with _fleet(args.bootstrap_server) as bootstrap:
@@ -296,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
                   "and settings, requests answered in-process, no network); ratio = records/s / "
                   "baseline. build/s: BatchBuilder alone, same size, batch size and compression.")
             result = rows
+            if not args.no_issue15:
+                from loadgen import repl_bench
+                issue15 = repl_bench.one_round(bootstrap, {"acks", "large", "e2e"}, args.scale)
+                print(repl_bench.format_report([issue15]))
+                result = {"matrix": rows, "issue15": issue15}
     print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:
