@@ -163,8 +163,10 @@ class Decision:
     # REFUSE with DUPLICATE_SEQUENCE_NUMBER: the payload's batches (all older than the window),
     # for the log layer to find in the log (resolve_old_duplicates).
     old_duplicates: tuple[BatchKey, ...] = ()
-    # ... and below which offset they lie (the oldest cached batch's first offset).
+    # ... and below which offset they lie (the oldest cached batch's first offset), and where
+    # the first of them starts if no other producer wrote in between (where to look first).
     old_duplicates_below: int = -1
+    old_duplicates_guess: int = -1
 
     @property
     def ok(self) -> bool:
@@ -235,6 +237,7 @@ class ProducerStateManager:
         duplicates: list[BatchMetadata] = []
         old: list[BatchKey] = []
         old_below = -1
+        old_guess = -1
         fresh = 0
         for h in batches:
             pid = h.producer_id
@@ -256,8 +259,12 @@ class ProducerStateManager:
                 if h.producer_epoch == current.producer_epoch and \
                         _seq_before(last_seq, current.batches[0].first_seq):
                     old.append(BatchKey(pid, h.producer_epoch, first_seq, last_seq))
-                    first = current.batches[0].first_offset
-                    old_below = first if old_below < 0 else min(old_below, first)
+                    oldest = current.batches[0]
+                    old_below = oldest.first_offset if old_below < 0 else \
+                        min(old_below, oldest.first_offset)
+                    if old_guess < 0:
+                        old_guess = oldest.first_offset - \
+                            (oldest.first_seq - first_seq) % SEQ_MOD
                     continue
             refusal = self._check(pid, h.producer_epoch, first_seq, last_seq, current,
                                   working.get(pid))
@@ -274,7 +281,8 @@ class ProducerStateManager:
                 return Decision(Verdict.REFUSE, _DUPLICATE_SEQUENCE,
                                 f"producer {k.producer_id}: sequences {k.first_seq}..{k.last_seq} "
                                 "precede the batches remembered",
-                                old_duplicates=tuple(old), old_duplicates_below=old_below)
+                                old_duplicates=tuple(old), old_duplicates_below=old_below,
+                                old_duplicates_guess=old_guess)
             return Decision(Verdict.DUPLICATE, first_offset=duplicates[0].first_offset,
                             last_offset=duplicates[-1].last_offset,
                             timestamp=duplicates[-1].timestamp)

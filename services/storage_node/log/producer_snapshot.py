@@ -282,6 +282,12 @@ class ProducerStateStore:
         """Look for a DUPLICATE_SEQUENCE_NUMBER decision's batches in the log, newest segment
         first, below the oldest cached batch (a rare path: a retry older than the window)."""
         below = decision.old_duplicates_below
+        guess = decision.old_duplicates_guess
+        if guess >= 0:       # one producer writing alone: the batch starts right there
+            near = self._headers_from(guess, below)
+            resolved = resolve_old_duplicates(decision, near)
+            if resolved is not decision:
+                return resolved
 
         def newest_first():
             for seg in reversed([s for s in self.log.segments if s.base_offset < below]):
@@ -295,6 +301,29 @@ class ProducerStateStore:
                 yield from headers
 
         return resolve_old_duplicates(decision, newest_first())
+
+    def _headers_from(self, offset: int, below: int) -> list[BatchHeader]:
+        """Batch headers from the one holding `offset` up to `below` (offset index lookup, then
+        a forward scan); [] when the offset is not in the log."""
+        segs = [s for s in self.log.segments if s.base_offset <= offset]
+        if not segs or offset < self.log.log_start_offset:
+            return []
+        out = []
+        for seg in self.log.segments[len(segs) - 1:]:
+            if seg.base_offset >= below or not seg.acquire():
+                break
+            try:
+                limit = seg.size
+                found = seg.find_batch(max(offset, seg.base_offset), limit)
+                if found is None:
+                    continue
+                for _, h in seg.headers_from(found[0], limit):
+                    if h.base_offset >= below:
+                        return out
+                    out.append(h)
+            finally:
+                seg.release()
+        return out
 
     def append_as_follower(self, payload, headers: list[BatchHeader], *, now_ms: int):
         """Append the leader's batches with their offsets and apply them (no checks)."""

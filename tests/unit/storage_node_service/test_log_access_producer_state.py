@@ -83,6 +83,23 @@ def test_retry_older_than_the_window_is_answered_with_its_offset_from_the_log(tm
     logs.close()
 
 
+def test_old_retry_is_found_when_other_producers_wrote_in_between(tmp_path):
+    # The first guess (the offset it would have with one producer alone) misses; the scan of
+    # the log finds it.
+    logs = log_access.open_logs(cfg(tmp_path))
+    logs.get_or_create(TP, {})
+    store = logs.store(TP)
+    mine = []
+    for i in range(8):
+        _, first, last = log_access.append_as_leader(store, pbatch(5, 2 * i, 2), 0)
+        mine.append((first, last))
+        log_access.append_as_leader(store, pbatch(6, 3 * i, 3), 0)      # another producer
+    d, first, last = log_access.append_as_leader(store, pbatch(5, 2, 2), 0)
+    assert (d.verdict, (first, last)) == (Verdict.DUPLICATE, mine[1])
+    assert logs.get(TP).log_end_offset == 40
+    logs.close()
+
+
 def test_a_wider_window_survives_a_restart(tmp_path):
     conf = cfg(tmp_path, **{"producer.state.batches.retained": "20"})
     logs = log_access.open_logs(conf)

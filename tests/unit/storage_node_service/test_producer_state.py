@@ -83,6 +83,7 @@ def test_duplicate_older_than_the_cache_names_the_batches_to_find_in_the_log():
     d = leader.produce(hdr(seq=2, count=2))
     assert d.old_duplicates == (BatchKey(PID, 0, 2, 3),)
     assert d.old_duplicates_below == 4                      # the oldest cached batch's offset
+    assert d.old_duplicates_guess == 2                      # one producer alone: exact
     found = resolve_old_duplicates(d, reversed(leader.log))
     assert found.verdict is Verdict.DUPLICATE and found.error_code == code("NONE")
     assert (found.first_offset, found.last_offset) == (2, 3)
