@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from riverbed import errors
 from riverbed.records import build_batch, decode_batches
 
-from services.common.config import build
+from services.common.config import ConfigError, build
 from services.storage_node.config import StorageNodeConfig
 from services.storage_node.core.producer_state import Verdict
 from services.storage_node.shell import log_access
@@ -175,3 +177,11 @@ def test_restart_without_a_clean_close_rebuilds_the_state_from_the_log(tmp_path)
     assert reopened.store(TP).state.entries() == expected
     assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".snapshot")]
     reopened.close()
+
+
+@pytest.mark.parametrize("key,value", [("producer.state.batches.retained", "0"),
+                                       ("producer.state.batches.retained", "1025"),
+                                       ("replica.high.watermark.checkpoint.interval.ms", "0")])
+def test_out_of_range_keys_are_config_errors(tmp_path, key, value):
+    with pytest.raises(ConfigError, match=key):
+        cfg(tmp_path, **{key: value})
