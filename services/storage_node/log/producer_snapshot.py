@@ -45,7 +45,9 @@ from riverbed import errors
 from riverbed.records import BatchHeader
 from services.storage_node.core.producer_state import (
     MAX_CACHED_BATCHES, MAX_PRODUCER_STATE_WINDOW, BatchMetadata, Decision, ProducerStateEntry,
-    ProducerStateManager, resolve_old_duplicates, with_assigned_offsets)
+    ProducerStateManager, Verdict, resolve_old_duplicates, with_assigned_offsets)
+
+_OUT_OF_ORDER = errors.ErrorCode.Value("OUT_OF_ORDER_SEQUENCE_NUMBER")
 from services.storage_node.log import files
 
 log = logging.getLogger(__name__)
@@ -300,7 +302,20 @@ class ProducerStateStore:
                     seg.release()
                 yield from headers
 
-        return resolve_old_duplicates(decision, newest_first())
+        resolved = resolve_old_duplicates(decision, newest_first())
+        if resolved is decision and self.log.log_start_offset == 0 \
+                and not self.log.config.compact:
+            # Nothing was ever removed from this log (no retention, no compaction), so a batch
+            # not in it was never written: a gap, not a duplicate. DUPLICATE_SEQUENCE_NUMBER
+            # would make the client count it as written (acknowledged with offset -1, and
+            # lost); OUT_OF_ORDER_SEQUENCE_NUMBER makes it bump its epoch and write it again.
+            # (Seen when a later batch of a producer the leader had no state for was accepted
+            # first, KIP-360, e.g. after two requests crossed on the way.)
+            k = decision.old_duplicates[0]
+            return Decision(Verdict.REFUSE, _OUT_OF_ORDER,
+                            f"producer {k.producer_id}: sequences {k.first_seq}..{k.last_seq} "
+                            "precede the batches remembered and are not in the log")
+        return resolved
 
     def _headers_from(self, offset: int, below: int) -> list[BatchHeader]:
         """Batch headers from the one holding `offset` up to `below` (offset index lookup, then

@@ -102,6 +102,23 @@ def test_old_retry_is_found_when_other_producers_wrote_in_between(tmp_path):
     logs.close()
 
 
+def test_old_sequence_never_written_is_a_gap_not_a_duplicate(tmp_path):
+    # A leader without state for producer 5 accepted its batch 2..3 first (KIP-360); its batch
+    # 0..1 then precedes everything remembered but is nowhere in a log nothing was removed
+    # from: OUT_OF_ORDER (the client writes it again), never a duplicate acknowledged as
+    # written with offset -1.
+    logs = log_access.open_logs(cfg(tmp_path))
+    logs.get_or_create(TP, {})
+    store = logs.store(TP)
+    d, first, _ = log_access.append_as_leader(store, pbatch(5, 2, 2), 0)
+    assert (d.verdict, first) == (Verdict.APPEND, 0)
+    d, first, _ = log_access.append_as_leader(store, pbatch(5, 0, 2), 0)
+    assert (d.verdict, d.error_code, first) == \
+        (Verdict.REFUSE, code("OUT_OF_ORDER_SEQUENCE_NUMBER"), -1)
+    assert logs.get(TP).log_end_offset == 2
+    logs.close()
+
+
 def test_a_wider_window_survives_a_restart(tmp_path):
     conf = cfg(tmp_path, **{"producer.state.batches.retained": "20"})
     logs = log_access.open_logs(conf)
