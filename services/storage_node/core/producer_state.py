@@ -37,7 +37,12 @@ Log.analyzeAndValidateProducerState, for a client append):
   sequence is accepted. This is Kafka's behaviour since 2.5 (KIP-360): a broker without state
   cannot tell a gap from retention, so it accepts and the producer's sequence continues.
   `reject_unknown_producer_sequence=True` gives the pre-KIP-360 behaviour instead
-  (UNKNOWN_PRODUCER_ID unless the sequence starts at 0).
+  (UNKNOWN_PRODUCER_ID unless the sequence starts at 0). And when the caller says the log is
+  whole (`log_whole=True`: nothing was ever removed from it, no retention, no compaction), a
+  producer with no state cannot have lost batches to retention: a first batch with a sequence
+  other than 0 is OUT_OF_ORDER_SEQUENCE_NUMBER (its earlier batches are still on their way, e.g.
+  two requests crossed in a gateway; accepting it would turn the earlier batch into an
+  "old duplicate" that was never written).
 
 A payload is decided as a whole (all-or-nothing per partition): the first refusal refuses it;
 a payload whose idempotent batches are all duplicates is a DUPLICATE; a payload that mixes
@@ -230,7 +235,8 @@ class ProducerStateManager:
             self.entries() == other.entries()
 
     # ---- the leader's check ----------------------------------------------------------------
-    def check_and_prepare(self, batches: Iterable[BatchHeader]) -> Decision:
+    def check_and_prepare(self, batches: Iterable[BatchHeader], *,
+                          log_whole: bool = False) -> Decision:
         """Decide a produce payload (its batch headers, in order) before the leader appends it.
         Changes nothing; see the module docstring for the rules."""
         working: dict[int, tuple[int, int]] = {}     # pid -> (epoch, last_seq) inside the payload
@@ -266,6 +272,10 @@ class ProducerStateManager:
                         old_guess = oldest.first_offset - \
                             (oldest.first_seq - first_seq) % SEQ_MOD
                     continue
+            if current is None and pid not in working and log_whole and first_seq != 0:
+                return _refuse(_OUT_OF_ORDER,
+                               f"producer {pid}: first batch at sequence {first_seq}, not 0, in a "
+                               "log nothing was removed from: its earlier batches are missing")
             refusal = self._check(pid, h.producer_epoch, first_seq, last_seq, current,
                                   working.get(pid))
             if refusal is not None:

@@ -269,7 +269,7 @@ class ProducerStateStore:
         `riverbed.records.validate_batches` over this payload and the log does not check the
         CRCs again. Returns (Decision, AppendInfo | None); the log is touched only for
         Verdict.APPEND. Errors of PartitionLog.append propagate, state unchanged."""
-        decision = self.state.check_and_prepare(headers)
+        decision = self.state.check_and_prepare(headers, log_whole=self.log_whole())
         if decision.old_duplicates:        # a retry older than the window: find it in the log
             decision = self.find_old_duplicates(decision)
         if not decision.ok:
@@ -303,8 +303,7 @@ class ProducerStateStore:
                 yield from headers
 
         resolved = resolve_old_duplicates(decision, newest_first())
-        if resolved is decision and self.log.log_start_offset == 0 \
-                and not self.log.config.compact:
+        if resolved is decision and self.log_whole():
             # Nothing was ever removed from this log (no retention, no compaction), so a batch
             # not in it was never written: a gap, not a duplicate. DUPLICATE_SEQUENCE_NUMBER
             # would make the client count it as written (acknowledged with offset -1, and
@@ -316,6 +315,11 @@ class ProducerStateStore:
                             f"producer {k.producer_id}: sequences {k.first_seq}..{k.last_seq} "
                             "precede the batches remembered and are not in the log")
         return resolved
+
+    def log_whole(self) -> bool:
+        """Nothing was ever removed from the log: it starts at 0 and is not compacted (so a
+        batch not in it was never written)."""
+        return self.log.log_start_offset == 0 and not self.log.config.compact
 
     def _headers_from(self, offset: int, below: int) -> list[BatchHeader]:
         """Batch headers from the one holding `offset` up to `below` (offset index lookup, then

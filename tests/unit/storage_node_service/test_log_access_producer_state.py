@@ -103,20 +103,25 @@ def test_old_retry_is_found_when_other_producers_wrote_in_between(tmp_path):
 
 
 def test_old_sequence_never_written_is_a_gap_not_a_duplicate(tmp_path):
-    # A leader without state for producer 5 accepted its batch 2..3 first (KIP-360); its batch
-    # 0..1 then precedes everything remembered but is nowhere in a log nothing was removed
-    # from: OUT_OF_ORDER (the client writes it again), never a duplicate acknowledged as
-    # written with offset -1.
+    # Producer 5's batch 10..11 came in first (here replicated as a follower, which checks
+    # nothing); its batch 0..1 then precedes everything remembered but is nowhere in a log
+    # nothing was removed from: OUT_OF_ORDER (the client writes it again), never a duplicate
+    # acknowledged as written with offset -1.
     logs = log_access.open_logs(cfg(tmp_path))
     logs.get_or_create(TP, {})
     store = logs.store(TP)
-    d, first, _ = log_access.append_as_leader(store, pbatch(5, 2, 2), 0)
-    assert (d.verdict, first) == (Verdict.APPEND, 0)
+    log_access.append_as_follower(store, log_access_batch_at(pbatch(5, 10, 2), 0))
     d, first, _ = log_access.append_as_leader(store, pbatch(5, 0, 2), 0)
     assert (d.verdict, d.error_code, first) == \
         (Verdict.REFUSE, code("OUT_OF_ORDER_SEQUENCE_NUMBER"), -1)
     assert logs.get(TP).log_end_offset == 2
     logs.close()
+
+
+def log_access_batch_at(batch: bytes, base_offset: int) -> bytes:
+    """A client batch as a leader wrote it at `base_offset` (base offset is outside the CRC)."""
+    import struct
+    return struct.pack(">q", base_offset) + batch[8:]
 
 
 def test_a_wider_window_survives_a_restart(tmp_path):

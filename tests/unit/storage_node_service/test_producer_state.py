@@ -351,3 +351,18 @@ def test_truncation_by_rebuild_equals_state_of_the_prefix(script, data):
     state.rebuild(kept)
     state.update_map_end_offset(cut)
     assert state.entries() == states[cut][0] and state.map_end_offset == cut
+
+
+def test_in_a_whole_log_a_new_producer_must_start_at_sequence_zero():
+    # Two requests crossed (e.g. in a gateway): batch 2..3 arrives before 0..1. In a log
+    # nothing was removed from, the leader refuses it (OUT_OF_ORDER: the client retries it after
+    # 0..1) instead of accepting it and later taking 0..1 for an old duplicate.
+    state = ProducerStateManager()
+    d = state.check_and_prepare([hdr(seq=2, count=2)], log_whole=True)
+    assert d.error_code == code("OUT_OF_ORDER_SEQUENCE_NUMBER")
+    assert state.check_and_prepare([hdr(seq=0, count=2)], log_whole=True).ok
+    assert state.check_and_prepare([hdr(seq=0, count=2), hdr(seq=2, count=2)],
+                                   log_whole=True).ok
+    # With retention or compaction behind it the leader cannot tell: KIP-360 accepts.
+    assert state.check_and_prepare([hdr(seq=2, count=2)], log_whole=False).ok
+    assert state.check_and_prepare([hdr(pid=-1)], log_whole=True).ok
