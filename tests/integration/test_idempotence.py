@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from kazoo.exceptions import NoNodeError
 from node_helpers import NONE, fetch_all, leader_and_isr, produce, wait_registered
 
 from riverbed import errors
@@ -122,8 +123,13 @@ def test_init_producer_id_from_the_active_controller(tmp_path, zk_chroot, zk, fr
         # Fail over: the successor claims the next block, so its ids are new ones.
         procs[active].send_signal(signal.SIGKILL)
         procs[active].wait(10)
-        wait_until(lambda: zk.exists(znodes.CONTROLLER) and znodes.decode_controller(
-            zk.get(znodes.CONTROLLER)[0]).controller_id == standby, "the standby to take over")
+        def controller_id():
+            try:       # the znode may go between exists() and get() while the standby takes over
+                return znodes.decode_controller(zk.get(znodes.CONTROLLER)[0]).controller_id
+            except NoNodeError:
+                return None
+
+        wait_until(lambda: controller_id() == standby, "the standby to take over")
         third = first_id_from(f"tcp://127.0.0.1:{ports[standby]}")
         assert third.producer_id > block.block_end
     finally:
