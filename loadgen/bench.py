@@ -15,6 +15,7 @@
                                                  # ratio = CURVE ÷ NONE (aim: >= 0.8 in bulk)
 
 The fleet bench starts runs with `--security-protocol` (default CURVE, the fleet's default).
+    ... [--no-issue15]                           # the matrix without issue 15's rows
 
 Matrix: record size 100 B and 1 KiB × acks 1 and all × replication factor 1 and 3 × compression
 none and lz4. acks=all with replication factor 1 is skipped (an ISR of one answers acks=all at
@@ -30,6 +31,11 @@ a gateway. ratio = row records/s ÷ baseline records/s: the share of the SDK's o
 whole path (sockets, gateway, storage node, replication, all on the same cores) keeps.
 "build/s" and "÷build": the lower bound of the SDK's cost alone — BatchBuilder.append_values +
 build() into nothing, same size, batch size and compression (no accumulator, no sender thread).
+
+After the matrix, issue 15's rows (loadgen.repl_bench, on the same fleet, producer defaults):
+acks=all RF 3 min.insync.replicas 2 idempotent 3 partitions ÷ acks=1 RF 1 3 partitions; 1 KiB
+records with default settings ÷ the same with batch.size 262144 (MB/s); end-to-end latency
+percentiles through the gateway at 1,000 and 50,000 records/s.
 """
 from __future__ import annotations
 
@@ -387,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--security: rounds, alternating NONE/CURVE first (best kept)")
     parser.add_argument("--security-protocol", type=str.upper, choices=("CURVE", "NONE"),
                         default="CURVE", help="the started fleet's (default CURVE)")
+    parser.add_argument("--no-issue15", action="store_true",
+                        help="skip issue 15's rows after the matrix (loadgen.repl_bench)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     if args.security:
@@ -432,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
                   "and settings, requests answered in-process, no network); ratio = records/s / "
                   "baseline. build/s: BatchBuilder alone, same size, batch size and compression.")
             result = rows
+            if not args.no_issue15:
+                from loadgen import repl_bench
+                issue15 = repl_bench.one_round(bootstrap, {"acks", "large", "e2e"}, args.scale)
+                print(repl_bench.format_report([issue15]))
+                result = {"matrix": rows, "issue15": issue15}
     print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:

@@ -14,8 +14,15 @@ drains, re-enqueues and deallocates.
   "muted" while one of its batches is in flight (seed 003). With idempotence the
   IdempotenceState decides (sequence numbers, up to 5 incomplete batches per partition, retries
   one at a time in sequence order).
-- Memory: a batch reserves max(batch_size, its first record) bytes of buffer_memory until it
+- Memory: a batch reserves max(its capacity, its first record) bytes of buffer_memory until it
   completes; an append that finds no room blocks up to max_block_ms, then BufferExhaustedError.
+- Adaptive batch size: a partition's new batch holds batch_size bytes while its deque is empty
+  (the sender keeps up: small batches, low latency). When a new batch is needed while full ones
+  still wait in the deque (a backlog: the pipeline or the in-flight window is the limit), its
+  capacity doubles, up to batch_size_max; the first batch created with an empty deque is back
+  at batch_size. So bytes in flight grow with the load, with the record size, and with what the
+  idempotence window (a number of batches) allows, without anyone tuning batch_size; at light
+  load nothing changes. batch_size_max == batch_size turns it off.
 """
 from __future__ import annotations
 
@@ -44,7 +51,7 @@ class ProducerBatch:
     __slots__ = ("tp", "builder", "result", "created_ms", "attempts", "last_attempt_ms",
                  "uncompressed_size",
                  "payload", "record_count", "reserved", "full", "producer_epoch",
-                 "base_sequence", "stamped", "on_wire", "order", "__weakref__")
+                 "base_sequence", "stamped", "on_wire", "order", "capacity", "__weakref__")
 
     def __init__(self, tp: TopicPartition, builder: BatchBuilder, now_ms: float, reserved: int):
         self.tp = tp
@@ -63,6 +70,7 @@ class ProducerBatch:
         self.stamped: tuple | None = None  # (producer_id, epoch, sequence) in the payload
         self.on_wire = False               # part of a request not answered yet
         self.order = 0                     # creation order in the accumulator (re-enqueue)
+        self.capacity = reserved           # bytes it may hold (adaptive batch size)
 
     def try_append(self, timestamp_ms: int, key, value, headers) -> FutureRecordMetadata | None:
         b = self.builder
@@ -110,8 +118,12 @@ class RecordAccumulator:
                  compression: Compression = Compression.NONE, linger_ms: float = 0,
                  retry_backoff_ms: float = 100, guarantee_order: bool = False,
                  idempotence: IdempotenceState | None = None,
-                 on_ready: Callable[[], None] | None = None):
+                 on_ready: Callable[[], None] | None = None,
+                 batch_size_max: int | None = None):
         self.batch_size = batch_size
+        # adaptive batch size: the cap of a partition's batch capacity under a backlog
+        self.batch_size_max = max(batch_size, batch_size_max or batch_size)
+        self._capacity: dict[TopicPartition, int] = {}
         self.buffer_memory = buffer_memory
         self.compression = compression
         self.linger_ms = linger_ms
@@ -195,9 +207,10 @@ class RecordAccumulator:
             if now_ms is None:
                 now_ms = time.monotonic() * 1000.0
             size = len(key or b"") + len(value or b"") + RECORD_OVERHEAD + BATCH_OVERHEAD
-            reserve = max(self.batch_size, size)
+            capacity = self._next_capacity(tp, dq)
+            reserve = max(capacity, size)
             self._reserve(reserve, max_block_ms)
-            batch = self._new_batch(tp, now_ms, reserve)
+            batch = self._new_batch(tp, now_ms, reserve, capacity)
             fut = batch.try_append(timestamp_ms, key, value, headers)
             assert fut is not None, "the first record always fits"
             dq.append(batch)
@@ -235,14 +248,15 @@ class RecordAccumulator:
                         break
                     if now_ms is None:
                         now_ms = time.monotonic() * 1000.0
-                    reserve = max(self.batch_size,
+                    capacity = self._next_capacity(tp, dq)
+                    reserve = max(capacity,
                                   len(values[start]) + RECORD_OVERHEAD + BATCH_OVERHEAD)
                     self._reserve(reserve, max_block_ms)
-                    batch = self._new_batch(tp, now_ms, reserve)
+                    batch = self._new_batch(tp, now_ms, reserve, capacity)
                     dq.append(batch)
                 builder = batch.builder
                 # Slice about one batch's worth (not values[start:]: that is O(n) per batch).
-                room = self.batch_size - builder.estimated_size
+                room = batch.capacity - builder.estimated_size
                 est = room // (len(values[start]) + 4) + 16
                 chunk = values if start == 0 and est >= total else values[start:start + est]
                 n = builder.append_values(timestamp_ms, chunk)
@@ -265,9 +279,21 @@ class RecordAccumulator:
         self._tps.append(tp)
         return dq
 
-    def _new_batch(self, tp: TopicPartition, now_ms: float, reserve: int) -> ProducerBatch:
-        builder = BatchBuilder(compression=self.compression, batch_size=self.batch_size)
+    def _next_capacity(self, tp: TopicPartition, dq) -> int:
+        """The capacity of tp's next batch (lock held; dq: its deque before the append)."""
+        if not dq or self.batch_size_max <= self.batch_size:
+            cap = self.batch_size                         # no backlog: batch_size
+        else:                                             # full batches wait: grow
+            cap = min(self.batch_size_max, 2 * self._capacity.get(tp, self.batch_size))
+        self._capacity[tp] = cap
+        return cap
+
+    def _new_batch(self, tp: TopicPartition, now_ms: float, reserve: int,
+                   capacity: int | None = None) -> ProducerBatch:
+        capacity = capacity or self.batch_size
+        builder = BatchBuilder(compression=self.compression, batch_size=capacity)
         batch = ProducerBatch(tp, builder, now_ms, reserve)
+        batch.capacity = capacity
         self._batch_counter += 1
         batch.order = self._batch_counter
         self._incomplete.add(batch)

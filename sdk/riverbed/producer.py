@@ -60,6 +60,12 @@ _time_ns = time.time_ns
 # Keys and values below this size (or half of what max_request_size leaves) skip the
 # max_request_size check on the hot path: they cannot exceed it.
 _SIZE_CHECK_FLOOR = 4096
+# Adaptive batch size: under a backlog a partition's batches grow from batch_size up to this
+# (riverbed.accumulator). Below the storage node's message.max.bytes default (1000012), so a
+# grown batch is never refused as too large; 512 KiB is where 100 B and 1 KiB records stop
+# gaining from bigger batches here, and what five batches in flight per partition need to
+# cover an acks=all round trip.
+BATCH_SIZE_MAX_DEFAULT = 524288
 # Producers not closed yet, closed by one atexit hook (weakly held: no leak, no atexit entry each).
 _LIVE_PRODUCERS: "weakref.WeakSet[Producer]" = weakref.WeakSet()
 
@@ -114,6 +120,7 @@ class Producer:
                  security_protocol: str | None = None, curve_secret_key_file: str | None = None,
                  curve_server_public_key: str | None = None,
                  curve_server_keys_dir: str | None = None,
+                 batch_size_max: int | None = None,
                  _channel_factory: Callable | None = None):
         bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
         _channel_factory = secure_channel_factory(
@@ -132,6 +139,9 @@ class Producer:
             raise ValueError("max_in_flight_requests_per_connection must be >= 1")
         if batch_size < 1 or buffer_memory < batch_size:
             raise ValueError("need 1 <= batch_size <= buffer_memory")
+        if batch_size_max is None:
+            batch_size_max = min(BATCH_SIZE_MAX_DEFAULT, max_request_size, buffer_memory // 8)
+        batch_size_max = max(batch_size, batch_size_max)
         # Kafka 3.x: idempotence is on by default with acks=all; asking for it with other acks,
         # more than 5 requests in flight or no retries is a configuration error.
         if enable_idempotence is None:
@@ -153,7 +163,8 @@ class Producer:
             raise errors.ClientError(
                 f"delivery_timeout_ms={delivery_timeout_ms} must be >= linger_ms + "
                 f"request_timeout_ms ({linger_ms + request_timeout_ms})")
-        self.config = dict(acks=acks, batch_size=batch_size, linger_ms=linger_ms,
+        self.config = dict(acks=acks, batch_size=batch_size, batch_size_max=batch_size_max,
+                           linger_ms=linger_ms,
                            buffer_memory=buffer_memory, max_block_ms=max_block_ms,
                            compression_type=compression_type, max_request_size=max_request_size,
                            retries=retries, retry_backoff_ms=retry_backoff_ms,
@@ -181,7 +192,7 @@ class Producer:
             compression=compression_from_name(compression_type), linger_ms=linger_ms,
             retry_backoff_ms=retry_backoff_ms,
             guarantee_order=max_in_flight_requests_per_connection == 1,
-            idempotence=self._idempotence)
+            idempotence=self._idempotence, batch_size_max=batch_size_max)
         self._sender = self._sender_class(self._conn, self._accumulator, acks=acks, retries=retries,
                               max_in_flight=max_in_flight_requests_per_connection,
                               max_request_size=max_request_size,

@@ -72,6 +72,9 @@ class StorageNodeConfig:
     replica_lag_check_interval_ms: int | None = None
     # acks=-1 needs an ISR of at least this many (Kafka's broker default; topics override).
     min_insync_replicas: int = 1
+    # How often each log dir's replication-offset-checkpoint (the high watermarks) is written
+    # (Kafka's key and default). Written by a worker thread, off the request loop.
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
     # Pause between ALTER_PARTITION retries after a network error or NOT_CONTROLLER.
     alter_partition_retry_backoff_ms: int = 500
 
@@ -96,6 +99,12 @@ class StorageNodeConfig:
     producer_id_expiration_ms: int = 86400000
     # How often the expiry runs (Kafka: 10 minutes).
     producer_id_expiration_check_interval_ms: int = 600000
+    # Batches remembered per producer and partition to recognise a retried duplicate (Kafka's
+    # fixed ProducerStateEntry.NUM_BATCHES_TO_RETAIN, 5). An idempotent producer keeps at most
+    # this many batches per partition unacknowledged (it learns the figure from INIT_PRODUCER_ID),
+    # so a larger window lets more batches be in flight on the acks=all path. Kept across
+    # restarts in the producer snapshots; a retry older than the window is looked up in the log.
+    producer_state_batches_retained: int = 5
 
     # -- requests ------------------------------------------------------------------------
     # acks=-1 wait when the request's timeout_ms is 0 (Kafka's request.timeout.ms).
@@ -129,6 +138,8 @@ class StorageNodeConfig:
             raise ConfigError("replica.fetch.wait.max.ms / replica.fetch.min.bytes must be >= 0")
         if self.replica_lag_time_max_ms <= 0:
             raise ConfigError("replica.lag.time.max.ms must be positive")
+        if self.replica_high_watermark_checkpoint_interval_ms <= 0:
+            raise ConfigError("replica.high.watermark.checkpoint.interval.ms must be positive")
         if self.min_insync_replicas < 1:
             raise ConfigError("min.insync.replicas must be >= 1")
         if self.controlled_shutdown_max_retries < 0:
@@ -141,6 +152,8 @@ class StorageNodeConfig:
             raise ConfigError("producer.id.expiration.ms must be positive")
         if self.producer_id_expiration_check_interval_ms <= 0:
             raise ConfigError("producer.id.expiration.check.interval.ms must be positive")
+        if not 1 <= self.producer_state_batches_retained <= 1024:
+            raise ConfigError("producer.state.batches.retained must be in 1..1024")
         if self.log_cleanup_policy not in ("delete", "compact", "compact,delete", "delete,compact"):
             raise ConfigError(f"log.cleanup.policy={self.log_cleanup_policy!r}: "
                               "expected delete, compact or both")

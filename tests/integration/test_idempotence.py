@@ -206,6 +206,36 @@ def test_retry_is_written_once_and_gap_is_refused_and_state_survives_restarts(st
         assert values_in_log(ch)[0] == [b"a", b"b", b"c", b"d"]
 
 
+def test_retry_older_than_the_window_gets_its_offset_not_minus_one(storage_nodes, zk):
+    # Kafka answers a duplicate with the offset the batch already has; a retry older than the
+    # batches remembered per producer (producer.state.batches.retained, here 3) is found in the
+    # log, across a SIGKILL restart too, and written once.
+    node = storage_nodes(1, **{"producer.state.batches.retained": 3}).start()
+    session = wait_registered(zk, node).stat.ephemeralOwner
+    pid, epoch = 777, 0
+    sent = [idem_batch(pid, epoch, 2 * i, [b"%d" % (2 * i), b"%d" % (2 * i + 1)])
+            for i in range(6)]
+    with Channel(node.endpoint) as ch:
+        assert leader_and_isr(ch, 1, [(TOPIC, 0, 1, 0, [1], [1])]).partitions[0].error_code \
+            == NONE
+        for i, b in enumerate(sent):
+            p = produce(ch, TOPIC, 0, b, acks=-1)
+            assert (p.error_code, p.base_offset) == (NONE, 2 * i)
+        for i in (0, 1, 4):                  # 0 and 1 precede the three remembered
+            again = produce(ch, TOPIC, 0, sent[i], acks=-1)
+            assert (again.error_code, again.base_offset) == (NONE, 2 * i), again
+        assert len(values_in_log(ch)[0]) == 12
+    node.stop(signal.SIGKILL)
+    node.start()
+    wait_registered(zk, node, not_session=session)
+    with Channel(node.endpoint) as ch:
+        assert leader_and_isr(ch, 1, [(TOPIC, 0, 1, 0, [1], [1])]).partitions[0].error_code \
+            == NONE
+        again = produce(ch, TOPIC, 0, sent[0])
+        assert (again.error_code, again.base_offset) == (NONE, 0), again
+        assert values_in_log(ch)[0] == [b"%d" % i for i in range(12)]
+
+
 def test_new_leader_answers_duplicates_with_the_original_offsets(storage_nodes, zk):
     n1, n2 = storage_nodes(1).start(), storage_nodes(2).start()
     wait_registered(zk, n1)

@@ -1,7 +1,8 @@
 """Idempotent-producer state of one partition (Kafka's ProducerStateManager, KIP-98). Pure.
 
-What it keeps, per producer id: the producer epoch, the metadata of the last 5 batches it
-appended (first/last sequence, first/last offset, max timestamp), and the last batch's max
+What it keeps, per producer id: the producer epoch, the metadata of the last batches it
+appended (5 in Kafka, `producer.state.batches.retained` here: the window of batches a retry may
+repeat and still be recognised) (first/last sequence, first/last offset, max timestamp), and the last batch's max
 timestamp (for `producer.id.expiration.ms`). Plus `map_end_offset`: the offset after the last
 batch applied (Kafka's `lastMapOffset`); the state describes exactly the batches below it.
 
@@ -20,20 +21,28 @@ Log.analyzeAndValidateProducerState, for a client append):
 - producer_id < 0: not idempotent, always passes (Kafka's `hasProducerId()` is id > -1).
 - producer_id >= 0 with base_sequence < 0 or producer_epoch < 0: INVALID_RECORD (Kafka's
   LogValidator refuses a negative sequence from a client).
-- duplicate: same epoch and (first_seq, last_seq) equal to one of the 5 cached batches -> the
+- duplicate: same epoch and (first_seq, last_seq) equal to one of the cached batches -> the
   batch is already in the log; answered with the cached offsets (Kafka returns NONE and the
   original offset). Checked first, against the committed state, as Kafka does.
 - epoch older than the known one: INVALID_PRODUCER_EPOCH.
 - epoch newer than the known one: first_seq must be 0, else OUT_OF_ORDER_SEQUENCE_NUMBER.
 - same epoch: first_seq == last_seq + 1 (int32 wraps: Integer.MAX_VALUE is followed by 0) is in
-  sequence; a batch wholly before the oldest cached batch is an old duplicate:
-  DUPLICATE_SEQUENCE_NUMBER (the client counts it as written); anything else
-  OUT_OF_ORDER_SEQUENCE_NUMBER.
+  sequence; a batch wholly before the oldest cached batch is an old duplicate: the decision is
+  DUPLICATE_SEQUENCE_NUMBER with the batches to look for (`Decision.old_duplicates`); the log
+  layer finds them in the log (`resolve_old_duplicates` over its batch headers) and answers
+  like a cached duplicate, with the offsets they have. Only a batch no longer in the log (deleted
+  by retention) stays DUPLICATE_SEQUENCE_NUMBER with offset -1 (the client counts it as
+  written). Anything else OUT_OF_ORDER_SEQUENCE_NUMBER.
 - unknown producer id (never seen, expired, or its batches deleted and no snapshot had it): any
   sequence is accepted. This is Kafka's behaviour since 2.5 (KIP-360): a broker without state
   cannot tell a gap from retention, so it accepts and the producer's sequence continues.
   `reject_unknown_producer_sequence=True` gives the pre-KIP-360 behaviour instead
-  (UNKNOWN_PRODUCER_ID unless the sequence starts at 0).
+  (UNKNOWN_PRODUCER_ID unless the sequence starts at 0). And when the caller says the log is
+  whole (`log_whole=True`: nothing was ever removed from it, no retention, no compaction), a
+  producer with no state cannot have lost batches to retention: a first batch with a sequence
+  other than 0 is OUT_OF_ORDER_SEQUENCE_NUMBER (its earlier batches are still on their way, e.g.
+  two requests crossed in a gateway; accepting it would turn the earlier batch into an
+  "old duplicate" that was never written).
 
 A payload is decided as a whole (all-or-nothing per partition): the first refusal refuses it;
 a payload whose idempotent batches are all duplicates is a DUPLICATE; a payload that mixes
@@ -59,12 +68,16 @@ from riverbed.records import BatchHeader
 
 __all__ = ["BatchMetadata", "ProducerStateEntry", "Verdict", "Decision", "ProducerStateManager",
            "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "MAX_CACHED_BATCHES", "SEQ_MOD",
+           "MAX_PRODUCER_STATE_WINDOW", "BatchKey", "resolve_old_duplicates",
            "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "next_sequence", "with_assigned_offsets"]
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 MAX_CACHED_BATCHES = 5                 # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+# producer.state.batches.retained may raise the window up to this (a snapshot entry holds at most
+# this many batches; bounded so a corrupt count cannot allocate without limit).
+MAX_PRODUCER_STATE_WINDOW = 1024
 SEQ_MOD = 1 << 31                      # sequences are int32 >= 0; MAX_VALUE wraps to 0
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000   # producer.id.expiration.ms (Kafka >= 2.8: 1 day)
 
@@ -104,7 +117,7 @@ class BatchMetadata:
 class ProducerStateEntry:
     producer_id: int
     producer_epoch: int
-    batches: tuple[BatchMetadata, ...]      # oldest first, 1..MAX_CACHED_BATCHES
+    batches: tuple[BatchMetadata, ...]      # oldest first, 1..the window
     last_timestamp: int
 
     @property
@@ -131,6 +144,20 @@ class Verdict(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class BatchKey:
+    """An idempotent batch as a retry names it."""
+    producer_id: int
+    producer_epoch: int
+    first_seq: int
+    last_seq: int
+
+    def matches(self, h: BatchHeader) -> bool:
+        return (h.producer_id == self.producer_id and h.producer_epoch == self.producer_epoch
+                and h.base_sequence == self.first_seq
+                and next_sequence(h.base_sequence, h.last_offset_delta) == self.last_seq)
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     verdict: Verdict
     error_code: int = _NONE
@@ -138,6 +165,13 @@ class Decision:
     first_offset: int = -1     # DUPLICATE: base offset of the (first) duplicate batch
     last_offset: int = -1      # DUPLICATE: last offset of the (last) duplicate batch
     timestamp: int = -1        # DUPLICATE: the cached batch timestamp (Kafka's logAppendTime)
+    # REFUSE with DUPLICATE_SEQUENCE_NUMBER: the payload's batches (all older than the window),
+    # for the log layer to find in the log (resolve_old_duplicates).
+    old_duplicates: tuple[BatchKey, ...] = ()
+    # ... and below which offset they lie (the oldest cached batch's first offset), and where
+    # the first of them starts if no other producer wrote in between (where to look first).
+    old_duplicates_below: int = -1
+    old_duplicates_guess: int = -1
 
     @property
     def ok(self) -> bool:
@@ -171,10 +205,15 @@ class ProducerStateManager:
     """One partition's producer state. Not thread-safe: the partition's writer owns it."""
 
     def __init__(self, *, map_end_offset: int = 0,
-                 reject_unknown_producer_sequence: bool = False) -> None:
+                 reject_unknown_producer_sequence: bool = False,
+                 batches_retained: int = MAX_CACHED_BATCHES) -> None:
+        if not 1 <= batches_retained <= MAX_PRODUCER_STATE_WINDOW:
+            raise ValueError(f"producer.state.batches.retained={batches_retained}: use 1.."
+                             f"{MAX_PRODUCER_STATE_WINDOW}")
         self._producers: dict[int, ProducerStateEntry] = {}
         self._map_end_offset = map_end_offset
         self.reject_unknown_producer_sequence = reject_unknown_producer_sequence
+        self.batches_retained = batches_retained    # the window: batches cached per producer
 
     # ---- reading ---------------------------------------------------------------------------
     @property
@@ -196,11 +235,15 @@ class ProducerStateManager:
             self.entries() == other.entries()
 
     # ---- the leader's check ----------------------------------------------------------------
-    def check_and_prepare(self, batches: Iterable[BatchHeader]) -> Decision:
+    def check_and_prepare(self, batches: Iterable[BatchHeader], *,
+                          log_whole: bool = False) -> Decision:
         """Decide a produce payload (its batch headers, in order) before the leader appends it.
         Changes nothing; see the module docstring for the rules."""
         working: dict[int, tuple[int, int]] = {}     # pid -> (epoch, last_seq) inside the payload
         duplicates: list[BatchMetadata] = []
+        old: list[BatchKey] = []
+        old_below = -1
+        old_guess = -1
         fresh = 0
         for h in batches:
             pid = h.producer_id
@@ -219,16 +262,37 @@ class ProducerStateManager:
                 if dup is not None:
                     duplicates.append(dup)
                     continue
+                if h.producer_epoch == current.producer_epoch and \
+                        _seq_before(last_seq, current.batches[0].first_seq):
+                    old.append(BatchKey(pid, h.producer_epoch, first_seq, last_seq))
+                    oldest = current.batches[0]
+                    old_below = oldest.first_offset if old_below < 0 else \
+                        min(old_below, oldest.first_offset)
+                    if old_guess < 0:
+                        old_guess = oldest.first_offset - \
+                            (oldest.first_seq - first_seq) % SEQ_MOD
+                    continue
+            if current is None and pid not in working and log_whole and first_seq != 0:
+                return _refuse(_OUT_OF_ORDER,
+                               f"producer {pid}: first batch at sequence {first_seq}, not 0, in a "
+                               "log nothing was removed from: its earlier batches are missing")
             refusal = self._check(pid, h.producer_epoch, first_seq, last_seq, current,
                                   working.get(pid))
             if refusal is not None:
                 return refusal
             working[pid] = (h.producer_epoch, last_seq)
             fresh += 1
-        if duplicates:
+        if duplicates or old:
             if fresh:
                 return _refuse(_OUT_OF_ORDER,
                                "payload mixes duplicates of written batches with new batches")
+            if old:
+                k = old[0]
+                return Decision(Verdict.REFUSE, _DUPLICATE_SEQUENCE,
+                                f"producer {k.producer_id}: sequences {k.first_seq}..{k.last_seq} "
+                                "precede the batches remembered",
+                                old_duplicates=tuple(old), old_duplicates_below=old_below,
+                                old_duplicates_guess=old_guess)
             return Decision(Verdict.DUPLICATE, first_offset=duplicates[0].first_offset,
                             last_offset=duplicates[-1].last_offset,
                             timestamp=duplicates[-1].timestamp)
@@ -300,7 +364,7 @@ class ProducerStateManager:
             if current is None or current.producer_epoch != h.producer_epoch:
                 cached: tuple[BatchMetadata, ...] = (meta,)
             else:
-                cached = (current.batches + (meta,))[-MAX_CACHED_BATCHES:]
+                cached = (current.batches + (meta,))[-self.batches_retained:]
             self._producers[pid] = ProducerStateEntry(pid, h.producer_epoch, cached,
                                                       h.max_timestamp)
         if h.next_offset > self._map_end_offset:
@@ -328,6 +392,8 @@ class ProducerStateManager:
         producers = {}
         for e in entries:
             _check_entry(e)
+            if len(e.batches) > self.batches_retained:     # written with a wider window
+                e = dataclasses.replace(e, batches=e.batches[-self.batches_retained:])
             if e.last_offset >= map_end_offset:
                 raise ValueError(f"producer {e.producer_id}: last offset {e.last_offset} is not "
                                  f"below the snapshot offset {map_end_offset}")
@@ -340,6 +406,9 @@ class ProducerStateManager:
             if pid != e.producer_id:
                 raise AssertionError(f"entry of {e.producer_id} filed under {pid}")
             _check_entry(e)
+            if len(e.batches) > self.batches_retained:
+                raise AssertionError(f"producer {pid}: {len(e.batches)} cached batches > "
+                                     f"{self.batches_retained}")
             if e.last_offset >= self._map_end_offset:
                 raise AssertionError(f"producer {pid}: last offset {e.last_offset} >= map end "
                                      f"offset {self._map_end_offset}")
@@ -353,7 +422,7 @@ def _check_entry(e: ProducerStateEntry) -> None:
     """Raises ValueError when an entry could not have come from `_apply`."""
     if e.producer_id < 0 or not 0 <= e.producer_epoch <= 32767:
         raise ValueError(f"bad producer id/epoch {e.producer_id}/{e.producer_epoch}")
-    if not 1 <= len(e.batches) <= MAX_CACHED_BATCHES:
+    if not 1 <= len(e.batches) <= MAX_PRODUCER_STATE_WINDOW:
         raise ValueError(f"producer {e.producer_id}: {len(e.batches)} cached batches")
     previous = None
     for b in e.batches:
@@ -366,3 +435,28 @@ def _check_entry(e: ProducerStateEntry) -> None:
         previous = b
     if e.last_timestamp != e.batches[-1].timestamp:
         raise ValueError(f"producer {e.producer_id}: last timestamp is not the last batch's")
+
+
+def resolve_old_duplicates(decision: Decision, log_headers: Iterable[BatchHeader]) -> Decision:
+    """A DUPLICATE_SEQUENCE_NUMBER decision (batches older than the window) against the log's
+    batch headers below `decision.old_duplicates_below` (any order, any superset): when every
+    batch is found, the answer a cached duplicate gets, NONE with the offsets they have
+    (Kafka's answer to a duplicate); otherwise the decision unchanged (a batch gone with
+    retention cannot be told apart any more)."""
+    if not decision.old_duplicates:
+        return decision
+    wanted = decision.old_duplicates
+    found: dict[BatchKey, BatchHeader] = {}
+    for h in log_headers:
+        if h.producer_id < 0:
+            continue
+        for k in wanted:
+            if k not in found and k.matches(h):
+                found[k] = h
+        if len(found) == len(wanted):
+            break
+    if len(found) != len(wanted):
+        return decision
+    first, last = found[wanted[0]], found[wanted[-1]]
+    return Decision(Verdict.DUPLICATE, first_offset=first.base_offset,
+                    last_offset=last.last_offset, timestamp=last.max_timestamp)

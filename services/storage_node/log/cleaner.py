@@ -270,7 +270,6 @@ def _step(name: str) -> None:
 
 
 def _swap(plog, group: list[LogSegment], cleaned: LogSegment, now_ms: int) -> bool:
-    from services.storage_node.log.partition_log import _View
     directory = plog.dir
     with plog._lock:
         current = list(plog.segments)
@@ -295,6 +294,6 @@ def _swap(plog, group: list[LogSegment], cleaned: LogSegment, now_ms: int) -> bo
         cleaned.rename_suffix("")
         files.fsync_dir(directory)
         files.unlink_quietly(manifest)
-        plog._view = _View(current[:i] + [cleaned] + current[i + len(group):])
+        plog.replace_segments(current[:i] + [cleaned] + current[i + len(group):])
         plog._schedule_delete(group, now_ms, renamed=True)
         return True

@@ -23,6 +23,7 @@ from services.storage_node.core.checkpoints import CheckpointError, format_epoch
 from services.storage_node.core.leader_epoch import LeaderEpochCache
 from services.storage_node.core.offset_index import lookup_time
 from services.storage_node.log import files
+from services.storage_node.log.cleaner import recover_interrupted_clean
 from services.storage_node.log.config import LogConfig
 from services.storage_node.log.segment import LogSegment
 
@@ -89,6 +90,10 @@ class _View:
 
 
 class PartitionLog:
+    """One partition's log. The cleaner (log/cleaner.py) works on it through its public view
+    and `replace_segments`; it never imports this module (no cleaner <-> partition_log
+    cycle)."""
+
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
                  rng: random.Random) -> None:
         self.dir = directory
@@ -120,8 +125,6 @@ class PartitionLog:
         """Open (creating if absent) the log in `directory`. With `needs_recovery` (no clean
         shutdown marker), every batch from the recovery point's segment on is checked and a
         bad tail is cut. Interrupted cleaner swaps are finished or discarded first."""
-        from services.storage_node.log.cleaner import recover_interrupted_clean
-
         self = cls(directory, topic, partition, config, rng)
         os.makedirs(directory, exist_ok=True)
         recover_interrupted_clean(directory)
@@ -226,6 +229,11 @@ class PartitionLog:
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         return self._view.segments
+
+    def replace_segments(self, segments: list[LogSegment]) -> None:
+        """Install a new segment list whole (the cleaner's swap; the caller holds the log's
+        lock and has made the files durable)."""
+        self._view = _View(segments)
 
     @property
     def active_segment(self) -> LogSegment:

@@ -7,7 +7,7 @@ A snapshot named N holds the state of every batch below offset N (the manager's 
 
 File layout (big-endian), after Kafka's ProducerSnapshot v1: a version, then a CRC-32C of every
 byte after the CRC field. Kafka's body keeps only the last batch of each producer; Riverbed's
-keeps all (up to 5) cached batches, so duplicates of any of them are still recognised after a
+keeps all cached batches (5, or producer.state.batches.retained), so duplicates of any of them are still recognised after a
 restart. The file is Riverbed's own, not readable by Kafka's tools.
 
     position  size  field
@@ -18,7 +18,7 @@ restart. The file is Riverbed's own, not readable by Kafka's tools.
                8    producer_id      int64
                2    producer_epoch   int16
                8    last_timestamp   int64
-               4    batch count      int32   1..5, oldest first
+               4    batch count      int32   1..1024 (the window), oldest first
     then per batch (32 bytes):
                4    first_seq        int32
                4    last_seq         int32
@@ -44,8 +44,10 @@ from crc32c import crc32c
 from riverbed import errors
 from riverbed.records import BatchHeader
 from services.storage_node.core.producer_state import (
-    MAX_CACHED_BATCHES, BatchMetadata, ProducerStateEntry, ProducerStateManager,
-    with_assigned_offsets)
+    MAX_CACHED_BATCHES, MAX_PRODUCER_STATE_WINDOW, BatchMetadata, Decision, ProducerStateEntry,
+    ProducerStateManager, Verdict, resolve_old_duplicates, with_assigned_offsets)
+
+_OUT_OF_ORDER = errors.ErrorCode.Value("OUT_OF_ORDER_SEQUENCE_NUMBER")
 from services.storage_node.log import files
 
 log = logging.getLogger(__name__)
@@ -103,7 +105,7 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
         for _ in range(count):
             pid, epoch, last_ts, nbatches = _PRODUCER.unpack_from(data, pos)
             pos += _PRODUCER.size
-            if not 1 <= nbatches <= MAX_CACHED_BATCHES:
+            if not 1 <= nbatches <= MAX_PRODUCER_STATE_WINDOW:
                 raise ProducerSnapshotError(f"producer {pid}: {nbatches} batches")
             if pid <= previous_pid:
                 raise ProducerSnapshotError(f"producer ids out of order at {pid}")
@@ -205,10 +207,11 @@ class ProducerStateStore:
     was before the append, named by the new segment's base offset, as Kafka does on roll.
     """
 
-    def __init__(self, plog, state: ProducerStateManager | None = None) -> None:
+    def __init__(self, plog, state: ProducerStateManager | None = None, *,
+                 batches_retained: int = MAX_CACHED_BATCHES) -> None:
         self.log = plog
         self.state = state if state is not None else ProducerStateManager(
-            map_end_offset=plog.log_start_offset)
+            map_end_offset=plog.log_start_offset, batches_retained=batches_retained)
 
     @property
     def dir(self) -> str:
@@ -266,7 +269,9 @@ class ProducerStateStore:
         `riverbed.records.validate_batches` over this payload and the log does not check the
         CRCs again. Returns (Decision, AppendInfo | None); the log is touched only for
         Verdict.APPEND. Errors of PartitionLog.append propagate, state unchanged."""
-        decision = self.state.check_and_prepare(headers)
+        decision = self.state.check_and_prepare(headers, log_whole=self.log_whole())
+        if decision.old_duplicates:        # a retry older than the window: find it in the log
+            decision = self.find_old_duplicates(decision)
         if not decision.ok:
             return decision, None
         info = self._append(payload, now_ms=now_ms, leader_epoch=leader_epoch,
@@ -274,6 +279,70 @@ class ProducerStateStore:
         self.state.on_appended(with_assigned_offsets(headers, info.first_offset,
                                                      info.log_append_time_ms))
         return decision, info
+
+    def find_old_duplicates(self, decision: Decision) -> Decision:
+        """Look for a DUPLICATE_SEQUENCE_NUMBER decision's batches in the log, newest segment
+        first, below the oldest cached batch (a rare path: a retry older than the window)."""
+        below = decision.old_duplicates_below
+        guess = decision.old_duplicates_guess
+        if guess >= 0:       # one producer writing alone: the batch starts right there
+            near = self._headers_from(guess, below)
+            resolved = resolve_old_duplicates(decision, near)
+            if resolved is not decision:
+                return resolved
+
+        def newest_first():
+            for seg in reversed([s for s in self.log.segments if s.base_offset < below]):
+                if not seg.acquire():
+                    continue
+                try:
+                    headers = [h for _, h in seg.headers_from(0, seg.size)
+                               if h.base_offset < below]
+                finally:
+                    seg.release()
+                yield from headers
+
+        resolved = resolve_old_duplicates(decision, newest_first())
+        if resolved is decision and self.log_whole():
+            # Nothing was ever removed from this log (no retention, no compaction), so a batch
+            # not in it was never written: a gap, not a duplicate. DUPLICATE_SEQUENCE_NUMBER
+            # would make the client count it as written (acknowledged with offset -1, and
+            # lost); OUT_OF_ORDER_SEQUENCE_NUMBER makes it bump its epoch and write it again.
+            # (Seen when a later batch of a producer the leader had no state for was accepted
+            # first, KIP-360, e.g. after two requests crossed on the way.)
+            k = decision.old_duplicates[0]
+            return Decision(Verdict.REFUSE, _OUT_OF_ORDER,
+                            f"producer {k.producer_id}: sequences {k.first_seq}..{k.last_seq} "
+                            "precede the batches remembered and are not in the log")
+        return resolved
+
+    def log_whole(self) -> bool:
+        """Nothing was ever removed from the log: it starts at 0 and is not compacted (so a
+        batch not in it was never written)."""
+        return self.log.log_start_offset == 0 and not self.log.config.compact
+
+    def _headers_from(self, offset: int, below: int) -> list[BatchHeader]:
+        """Batch headers from the one holding `offset` up to `below` (offset index lookup, then
+        a forward scan); [] when the offset is not in the log."""
+        segs = [s for s in self.log.segments if s.base_offset <= offset]
+        if not segs or offset < self.log.log_start_offset:
+            return []
+        out = []
+        for seg in self.log.segments[len(segs) - 1:]:
+            if seg.base_offset >= below or not seg.acquire():
+                break
+            try:
+                limit = seg.size
+                found = seg.find_batch(max(offset, seg.base_offset), limit)
+                if found is None:
+                    continue
+                for _, h in seg.headers_from(found[0], limit):
+                    if h.base_offset >= below:
+                        return out
+                    out.append(h)
+            finally:
+                seg.release()
+        return out
 
     def append_as_follower(self, payload, headers: list[BatchHeader], *, now_ms: int):
         """Append the leader's batches with their offsets and apply them (no checks)."""

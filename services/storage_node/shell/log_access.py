@@ -60,15 +60,17 @@ class Logs:
     Kafka's ReplicaManager does)."""
 
     def __init__(self, manager: LogManager, defaults: LogConfig, *,
-                 producer_id_expiration_ms: int = 86400000):
+                 producer_id_expiration_ms: int = 86400000,
+                 producer_state_batches_retained: int = 5):
         self.manager = manager
         self.defaults = defaults
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.batches_retained = producer_state_batches_retained
         # One producer-state store per partition log, loaded once the log is open (recovered).
         self.stores: dict[tuple[str, int], ProducerStateStore] = {}
         now = _now_ms()
         for tp in manager.partitions():
-            store = ProducerStateStore(manager.get(*tp))
+            store = ProducerStateStore(manager.get(*tp), batches_retained=self.batches_retained)
             store.load(now_ms=now, producer_id_expiration_ms=producer_id_expiration_ms)
             self.stores[tp] = store
         self.hw_checkpoint: dict[tuple[str, int], int] = {}
@@ -82,6 +84,8 @@ class Logs:
                 log.warning("%s/%s unreadable (%s); treating as empty", d,
                             REPLICATION_OFFSET_CHECKPOINT, e)
         self._written: dict[str, str] = {}
+        # the log start offset each partition's old snapshots were last pruned at
+        self._snapshots_pruned_at: dict[tuple[str, int], int] = {}
 
     def partitions(self) -> list[tuple[str, int]]:
         return self.manager.partitions()
@@ -97,7 +101,8 @@ class Logs:
         LogConfig.from_topic_configs(self.defaults, topic_configs)
         plog = self.manager.get_or_create(tp[0], tp[1], topic_configs or None, now_ms=_now_ms())
         if tp not in self.stores:
-            self.stores[tp] = ProducerStateStore(plog)     # a new log: empty state at its start
+            # a new log: empty state at its start
+            self.stores[tp] = ProducerStateStore(plog, batches_retained=self.batches_retained)
         return plog
 
     def store(self, tp) -> ProducerStateStore | None:
@@ -119,8 +124,12 @@ class Logs:
         for tp, store in list(self.stores.items()):
             if store.log.closed:
                 continue
+            start = store.log.log_start_offset
+            if self._snapshots_pruned_at.get(tp) == start:
+                continue                        # no listdir per partition per tick
             try:
                 store.delete_old_snapshots()    # retention moved the log start past them
+                self._snapshots_pruned_at[tp] = start
             except OSError as e:
                 d = self.manager.dir_of(*tp)
                 if d is not None:
@@ -153,22 +162,32 @@ class Logs:
     def write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> list[tuple[str, OSError]]:
         """Write `replication-offset-checkpoint` in each online log dir (only when it changed);
         [(log dir, I/O error)] for those that failed."""
-        failed = []
+        plan = self.high_watermark_writes(hws)
+        return self.high_watermarks_written(plan, write_checkpoint_files(plan))
+
+    def high_watermark_writes(self, hws: dict[tuple[str, int], int]) -> list[tuple[str, str]]:
+        """The checkpoint files to write for `hws`, [(log dir, text)] (only dirs whose file
+        changed). Pure bookkeeping: `write_checkpoint_files` does the I/O (in any thread), then
+        `high_watermarks_written` records the outcome (on the partition's writer)."""
         by_dir: dict[str, dict] = {d: {} for d in self.manager.online_dirs}
         for tp, hw in hws.items():
             d = self.manager.dir_of(tp[0], tp[1])
             if d is not None and d in by_dir:
                 by_dir[d][tp] = hw
+        self.hw_checkpoint = dict(hws)
+        plan = []
         for d, offsets in by_dir.items():
             text = checkpoints.format_offsets(offsets)
             if self._written.get(d) != text:
-                try:
-                    files.atomic_write(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), text)
-                except OSError as e:
-                    failed.append((d, e))
-                    continue
+                plan.append((d, text))
+        return plan
+
+    def high_watermarks_written(self, plan: list[tuple[str, str]],
+                                failed: list[tuple[str, OSError]]) -> list[tuple[str, OSError]]:
+        bad = {d for d, _ in failed}
+        for d, text in plan:
+            if d not in bad:
                 self._written[d] = text
-        self.hw_checkpoint = dict(hws)
         return failed
 
     def close(self) -> None:
@@ -184,12 +203,26 @@ class Logs:
         self.manager.close()
 
 
+def write_checkpoint_files(plan: list[tuple[str, str]]) -> list[tuple[str, OSError]]:
+    """Write each (log dir, text) of `high_watermark_writes` as its
+    replication-offset-checkpoint (tmp + fsync + rename + dir fsync). Safe in a worker thread:
+    touches only those files. [(log dir, I/O error)] for the writes that failed."""
+    failed = []
+    for d, text in plan:
+        try:
+            files.atomic_write(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), text)
+        except OSError as e:
+            failed.append((d, e))
+    return failed
+
+
 def open_logs(cfg: StorageNodeConfig) -> Logs:
     """Open (and recover) every local partition log."""
     defaults = log_defaults(cfg)
     manager = LogManager(cfg.log_dir_list, defaults, now_ms=_now_ms(), rng=random.Random(),
                          cleaner_enable=cfg.log_cleaner_enable)
-    return Logs(manager, defaults, producer_id_expiration_ms=cfg.producer_id_expiration_ms)
+    return Logs(manager, defaults, producer_id_expiration_ms=cfg.producer_id_expiration_ms,
+                producer_state_batches_retained=cfg.producer_state_batches_retained)
 
 
 # -- PartitionLog calls ----------------------------------------------------------------------

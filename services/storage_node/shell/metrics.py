@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING
+from typing import Any
 
 from services.common.metrics_core import TopicCounters
 from services.common.telemetry import Telemetry
 from services.storage_node.log.partition_log import FLUSH_STATS
 
-if TYPE_CHECKING:
-    from services.storage_node.shell.node import StorageNode
+# The node whose figures these are (shell.node.StorageNode). Not imported: node.py imports this
+# module, and shell parts never import shell.node (an import-linter contract).
+StorageNode = Any
 
 __all__ = ["register"]
 

@@ -20,14 +20,12 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-import shutil
 import time
 
 from opentelemetry import trace
 
 from riverbed import errors
-from riverbed._proto.v1 import (controller_pb2, fetch_pb2, list_offsets_pb2, produce_pb2,
-                                replication_pb2)
+from riverbed._proto.v1 import controller_pb2, list_offsets_pb2, produce_pb2
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.framing import Request
 
@@ -37,22 +35,24 @@ from services.common.metrics_core import RequestMetrics, TopicCounters
 from services.common.rpc import AsyncChannel, Reply, RpcServer, remote_wait
 from services.common.telemetry import Telemetry
 from services.storage_node.config import StorageNodeConfig
-from services.storage_node.core import divergence
 from services.storage_node.core.log_dirs import DirSpace
 from services.storage_node.core.produce_admission import (acks_all_result, admit_partition,
                                                           check_acks, max_batch_bytes,
                                                           min_insync_replicas)
 from services.storage_node.core.producer_state import Verdict
-from services.storage_node.core.purgatory import (FetchDecision, FetchWaiters, ProducePurgatory,
-                                                  decide_fetch)
-from services.storage_node.core.replica_state import (NONE, AlterIsr, AlterPartitionResult,
-                                                      BecomeFollower, BecomeLeader, LocalLog,
-                                                      PartitionStateIn, ReplicaManager, Role,
-                                                      fetcher_id)
+from services.storage_node.core.purgatory import FetchWaiters, ProducePurgatory
+from services.storage_node.core.replica_state import (NONE, BecomeFollower, BecomeLeader,
+                                                      LocalLog, PartitionStateIn, ReplicaManager,
+                                                      Role)
 from services.storage_node.shell import log_access, log_dirs_admin
 from services.storage_node.shell.controller_heartbeat import ControllerHeartbeat
 from services.storage_node.shell import metrics as node_metrics
-from services.storage_node.shell.replica_fetcher import ReplicaFetcher, whole_batches_end
+from services.storage_node.shell.clock import now_ms
+from services.storage_node.shell.controller_link import ControllerLink
+from services.storage_node.shell.fetch_serving import FetchServing
+from services.storage_node.shell.following import Following
+from services.storage_node.shell.log_dir_health import LogDirHealth
+from services.storage_node.shell.replica_fetcher import ReplicaFetcher
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +62,8 @@ OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.code
 INVALID_REQUEST = errors.InvalidRequestError.code
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
 INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcksError.code
-# Per-partition ALTER_PARTITION answers worth resending (the controller moved or was busy).
-RETRIABLE_ALTER_CODES = frozenset({errors.NotControllerError.code,
-                                   errors.RequestTimedOutError.code,
-                                   errors.NetworkError.code,
-                                   errors.CoordinatorNotAvailableError.code})
 # The tick task wakes at least this often even with nothing waiting (bounds clock drift).
 IDLE_TICK_S = 1.0
-
-
-class NoActiveController(errors.NotControllerError):
-    """No /controller znode (or no session to read it): retriable for ALTER_PARTITION."""
 
 
 _tracer = trace.get_tracer("riverbed.storage_node")
@@ -87,15 +78,15 @@ def _followers_span(partitions: int, acks: int):
         "await followers", attributes={"riverbed.partitions": partitions, "riverbed.acks": acks})
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 def _buf(frame):
     return getattr(frame, "buffer", frame)
 
 
-class StorageNode:
+class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
+    """One storage node. Its parts live beside it, one seam each: log_dir_health (KIP-112),
+    fetch_serving (FETCH for consumers and followers), following (replica fetchers, follower
+    appends), controller_link (ALTER_PARTITION, CONTROLLED_SHUTDOWN)."""
+
     def __init__(self, cfg: StorageNodeConfig):
         self.cfg = cfg
         self.core = ReplicaManager(cfg.broker_id)
@@ -132,6 +123,7 @@ class StorageNode:
         self.log_dir_moves: dict = {}              # (topic, p) -> log_dirs_admin.Move in progress
         self._stop_event: asyncio.Event | None = None
         self._background: set[asyncio.Task] = set()
+        self._hw_checkpoint_task: asyncio.Task | None = None
 
     # =========================================================================================
     # lifecycle
@@ -210,6 +202,9 @@ class StorageNode:
         for fut in itertools.chain(self._produce_futs.values(), self._fetch_futs.values()):
             if not fut.done():
                 fut.cancel()
+        if self._hw_checkpoint_task is not None:
+            with contextlib.suppress(Exception):
+                await self._hw_checkpoint_task     # never two writers of one checkpoint file
         if self.logs is not None:
             self._checkpoint_high_watermarks()
             self.logs.close()   # flush, checkpoints, clean-shutdown marker
@@ -264,86 +259,12 @@ class StorageNode:
         out: set = set(self.core.offline)
         return tuple(sorted(out))
 
-    def _report_log_dirs(self) -> None:
-        """Tell the controller (a ZooKeeper thread): our registration names the offline
-        replicas, and a log-dir event makes the controller read it now (Kafka's
-        /log_dir_event_notification)."""
-        if self.zk is None:
-            return
-        try:
-            self.zk.set(znodes.broker_path(self.cfg.broker_id), self._registration())
-            self.zk.create(f"{znodes.LOG_DIR_EVENT_NOTIFICATION}/{znodes.LOG_DIR_EVENT_PREFIX}",
-                           znodes.encode_log_dir_event(self.cfg.broker_id), sequence=True,
-                           makepath=True)
-        except Exception as e:  # noqa: BLE001 - the session is gone: re-registration tells it
-            log.warning("[node %d] reporting log dirs to the controller failed: %r",
-                        self.cfg.broker_id, e)
-
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
     # -- log dirs: failures and headroom ----------------------------------------------------
-    def _dir_of(self, tp) -> str | None:
-        return self.logs.dir_of(tp) if self.logs is not None else None
-
-    def fail_log_dir(self, log_dir: str | None, err: BaseException, what: str) -> None:
-        """An I/O error in `log_dir` (ENOSPC, EROFS, EIO...): take it offline for good (until
-        a restart), hand its partitions to other replicas, keep serving the other dirs."""
-        if log_dir is None or self.logs is None or log_dir in self.logs.manager.offline_dirs:
-            return
-        self.log_dir_failures += 1
-        tps = self.logs.mark_offline(log_dir)
-        self.space.forget(log_dir)
-        self.low_dirs.pop(log_dir, None)
-        log.error("[node %d] log dir %s failed during %s: %s. It is offline until a restart; "
-                  "its %d partition(s) move to other replicas", self.cfg.broker_id, log_dir,
-                  what, err, len(tps))
-        self._take_offline(tps)
-        if not self.logs.manager.online_dirs:
-            log.error("[node %d] every log dir is offline: shutting down", self.cfg.broker_id)
-            if self._stop_event is not None:
-                self._stop_event.set()
-
-    def _take_offline(self, tps) -> None:
-        for tp in self.core.mark_offline(tps):
-            for op in self.produce_purgatory.on_leadership_lost(tp):
-                self._finish_produce(op)
-            self._partition_changed(tp, False)
-        self._reconcile_fetchers()
-        self._spawn(asyncio.to_thread(self._report_log_dirs))
-
-    def _space_changed(self, change) -> None:
-        if change is None or self.logs is None:
-            return
-        d = change.log_dir
-        if change.low:
-            tps = tuple(tp for tp in self.logs.partitions() if self.logs.dir_of(tp) == d)
-            self.low_dirs[d] = tps
-            log.error("[node %d] log dir %s has %d bytes free, below log.dir.free.bytes.min=%d: "
-                      "it refuses appends and its %d partition(s) move to other replicas until "
-                      "%d bytes are free", self.cfg.broker_id, d, change.free,
-                      self.cfg.log_dir_free_bytes_min, len(tps),
-                      int(self.cfg.log_dir_free_bytes_min * 1.5))
-            self._take_offline(tps)
-        else:
-            tps = self.low_dirs.pop(d, ())
-            log.warning("[node %d] log dir %s has %d bytes free again: its %d partition(s) "
-                        "rejoin", self.cfg.broker_id, d, change.free, len(tps))
-            self.core.mark_online(tps)
-            self._spawn(asyncio.to_thread(self._report_log_dirs))
-
-    def _measure_space(self) -> None:
-        if self.cfg.log_dir_free_bytes_min <= 0 or self.logs is None:
-            return
-        for d in self.logs.manager.online_dirs:
-            try:
-                free = shutil.disk_usage(d).free
-            except OSError as e:
-                self.fail_log_dir(d, e, "a free-space check")
-                continue
-            self._space_changed(self.space.measured(d, free))
 
     def _zk_stop(self) -> None:
         if self._watcher is not None:
@@ -358,6 +279,7 @@ class StorageNode:
     # -- the clock ---------------------------------------------------------------------------
     async def _tick_loop(self) -> None:
         next_log_tick = 0
+        next_hw_checkpoint = now_ms() + self.cfg.replica_high_watermark_checkpoint_interval_ms
         next_isr_check = 0
         next_producer_expiry = now_ms() + self.cfg.producer_id_expiration_check_interval_ms
         isr_interval = self.cfg.effective_replica_lag_check_interval_ms
@@ -374,8 +296,12 @@ class StorageNode:
                         self.fail_log_dir(d, e, "log maintenance")
                 except Exception:
                     log.exception("log maintenance failed")
-                self._checkpoint_high_watermarks()
                 self._measure_space()
+            if now >= next_hw_checkpoint:
+                next_hw_checkpoint = now + self.cfg.replica_high_watermark_checkpoint_interval_ms
+                if self._hw_checkpoint_task is None or self._hw_checkpoint_task.done():
+                    self._hw_checkpoint_task = asyncio.get_running_loop().create_task(
+                        self._checkpoint_high_watermarks_off_loop())
             if now >= next_producer_expiry:
                 next_producer_expiry = now + self.cfg.producer_id_expiration_check_interval_ms
                 try:
@@ -420,17 +346,6 @@ class StorageNode:
         fut = self._produce_futs.pop(op.op_id, None)
         if fut is not None and not fut.done():
             fut.set_result(op.results)
-
-    def _space_low_after(self, log_dir: str | None, nbytes: int) -> bool:
-        """Count an append of nbytes against the dir's measured free space; True (and the dir
-        handed over) when it would go below log.dir.free.bytes.min."""
-        if log_dir is None:
-            return False
-        change = self.space.appended(log_dir, nbytes)
-        if change is None:
-            return False
-        self._space_changed(change)
-        return True
 
     def _min_insync(self, topic: str) -> int:
         return min_insync_replicas(self.topic_configs.get(topic), self.cfg.min_insync_replicas)
@@ -529,160 +444,6 @@ class StorageNode:
 
     # =========================================================================================
     # FETCH
-
-    async def handle_fetch(self, req: Request) -> Reply:
-        body: fetch_pb2.FetchRequest = req.body
-        entries = [(t.name, p) for t in body.topics for p in t.partitions]
-        replica_id = body.replica_id
-        is_follower = replica_id >= 0
-        prechecked: dict[int, dict] = {}
-        if is_follower:
-            prechecked = self._follower_fetch_precheck(replica_id, entries)
-        start = now_ms()
-        deadline = start + body.max_wait_ms
-        wid = None
-        try:
-            while True:
-                parts, any_error = self._read_fetch(body, entries, is_follower, prechecked)
-                decision = decide_fetch((len(d) for _, d in parts), min_bytes=body.min_bytes,
-                                        now_ms=now_ms(), deadline_ms=deadline,
-                                        any_error=any_error)
-                if decision is FetchDecision.RESPOND or self.fetch_waiters.full() and wid is None:
-                    return self._fetch_reply(body, parts)
-                if wid is None:
-                    wid = next(self._ids)
-                    self.fetch_waiters.add(wid, [(t, p.partition) for t, p in entries], deadline)
-                    self._tick_wake.set()
-                fut = self._loop.create_future()
-                self._fetch_futs[wid] = fut
-                with remote_wait():              # waiting for data
-                    await fut
-        finally:
-            if wid is not None:
-                self.fetch_waiters.remove(wid)
-                self._fetch_futs.pop(wid, None)
-
-    def _follower_fetch_precheck(self, replica_id: int, entries) -> dict[int, dict]:
-        """A follower's FETCH, checked once on arrival (Kafka Partition.fetchRecords): its view
-        of the leader epoch (FENCED / UNKNOWN_LEADER_EPOCH), then whether its log diverges from
-        ours (answer diverging_epoch/diverging_end_offset, no data), then the offset range.
-        Only a fetch that passes records the follower's log end (and may add it to the ISR).
-        Returns the response fields of the partitions answered here, by entry index."""
-        out: dict[int, dict] = {}
-        now = now_ms()
-        for i, (topic, p) in enumerate(entries):
-            tp = (topic, p.partition)
-            r = self.core.get(tp)
-            if r is None or r.role is not Role.LEADER:
-                continue        # _read_fetch answers UNKNOWN / NOT_LEADER
-            plog = self.logs.get(tp)
-            leo = log_access.log_end_offset(plog)
-            lso = log_access.log_start_offset(plog)
-            fields = dict(partition=p.partition, error_code=NONE, error_message="",
-                          high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
-                          log_start_offset=lso, log_end_offset=leo, leader_epoch=r.leader_epoch,
-                          diverging_epoch=-1, diverging_end_offset=-1)
-            code = divergence.check_current_leader_epoch(p.current_leader_epoch, r.leader_epoch)
-            if code != NONE:
-                fields.update(error_code=code, error_message=(
-                    f"follower's leader epoch {p.current_leader_epoch}, "
-                    f"leader's {r.leader_epoch}"))
-                out[i] = fields
-                continue
-            if replica_id not in r.replicas or replica_id == self.cfg.broker_id:
-                continue        # not a replica of ours: served like a consumer of the log end
-            div = divergence.diverging_epoch(log_access.epoch_entries(plog), leo,
-                                             p.last_fetched_epoch, p.fetch_offset,
-                                             r.high_watermark)
-            if div is not None:
-                fields.update(diverging_epoch=div[0], diverging_end_offset=div[1])
-                log.info("[%s-%d leader_epoch=%d] follower %d diverges: its epoch %d at offset "
-                         "%d; epoch %d ends at %d here", topic, p.partition, r.leader_epoch,
-                         replica_id, p.last_fetched_epoch, p.fetch_offset, div[0], div[1])
-                out[i] = fields
-                continue
-            if p.fetch_offset < lso or p.fetch_offset > leo:
-                continue        # _read_fetch answers OFFSET_OUT_OF_RANGE
-            if self.core.on_follower_fetch(tp, replica_id, p.fetch_offset, now):
-                self._partition_changed(tp, True)
-            alter = self.core.maybe_expand_isr(tp, replica_id)
-            if alter is not None:
-                self._propose_isr(alter, "expand")
-        return out
-
-    def _read_fetch(self, body, entries, is_follower: bool, prechecked=None):
-        """Per partition (response fields, data) in request order, and whether any failed
-        (or must be answered at once: a diverging follower)."""
-        out = []
-        any_error = False
-        remaining = body.max_bytes if body.max_bytes > 0 else None
-        for i, (topic, p) in enumerate(entries):
-            tp = (topic, p.partition)
-            r = self.core.get(tp)
-            fields = dict(partition=p.partition, error_code=NONE, error_message="",
-                          high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                          log_end_offset=-1, leader_epoch=-1, diverging_epoch=-1,
-                          diverging_end_offset=-1)
-            data = b""
-            if prechecked and i in prechecked:
-                out.append((prechecked[i], b""))
-                any_error = True
-                continue
-            if r is None:
-                code = self.core.leader_check(tp)
-                fields.update(error_code=code, error_message=(
-                    f"{topic}-{p.partition}: its log dir is offline here"
-                    if code == KAFKA_STORAGE_ERROR else f"{topic}-{p.partition} is not hosted here"))
-            elif r.role is not Role.LEADER:
-                fields.update(error_code=NOT_LEADER_FOR_PARTITION, leader_epoch=r.leader_epoch,
-                              error_message=f"{topic}-{p.partition}: leader is {r.leader}")
-            else:
-                plog = self.logs.get(tp)
-                hw = r.high_watermark
-                leo = log_access.log_end_offset(plog)
-                lso = log_access.log_start_offset(plog)
-                fields.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=lso,
-                              log_end_offset=leo, leader_epoch=r.leader_epoch)
-                upper = leo if is_follower else hw
-                if p.fetch_offset < lso or p.fetch_offset > leo:
-                    fields.update(error_code=OFFSET_OUT_OF_RANGE,
-                                  error_message=f"offset {p.fetch_offset} outside "
-                                                f"[{lso}, {leo}]")
-                elif p.fetch_offset < upper:
-                    limit = p.partition_max_bytes or self.cfg.replica_fetch_max_bytes
-                    if remaining is not None:
-                        limit = min(limit, max(remaining, 0))
-                    if limit > 0 or not any(d for _, d in out):
-                        try:
-                            data = log_access.read(plog, p.fetch_offset, max(limit, 1), upper)
-                        except OSError as e:
-                            self.fail_log_dir(self._dir_of(tp), e, f"a read of {topic}-{p.partition}")
-                            fields.update(error_code=KAFKA_STORAGE_ERROR, error_message=str(e))
-                            data = b""
-                        if remaining is not None:
-                            remaining -= len(data)
-            if fields["error_code"] != NONE:
-                any_error = True
-            out.append((fields, data))
-        return out, any_error
-
-    def _fetch_reply(self, body, parts) -> Reply:
-        resp = fetch_pb2.FetchResponse()
-        payloads = []
-        i = 0
-        out = self.replication_bytes_out if body.replica_id >= 0 else self.topic_counters.bytes_out
-        for t in body.topics:
-            rt = resp.topics.add(name=t.name)
-            n = 0
-            for _ in t.partitions:
-                fields, data = parts[i]
-                i += 1
-                rt.partitions.add(**fields)
-                payloads.append(data)
-                n += len(data)
-            if n:
-                out[t.name] = out.get(t.name, 0) + n
-        return Reply(resp, payloads)
 
     # =========================================================================================
     # LIST_OFFSETS
@@ -797,35 +558,6 @@ class StorageNode:
             self.core.on_truncated(tp, log_access.log_end_offset(plog))
             self._partition_changed(tp, False)
 
-    def _reconcile_fetchers(self) -> None:
-        """One fetcher task per (leader, fetcher id): num.replica.fetchers per leader."""
-        n = self.cfg.num_replica_fetchers
-        wanted = self.core.followed_fetchers(n)
-        for key, f in list(self.fetchers.items()):
-            endpoint = self.leader_endpoints.get(key[0])
-            if key not in wanted or f.endpoint != endpoint or f.task is None or f.task.done():
-                if f.task is not None:
-                    f.task.cancel()
-                del self.fetchers[key]
-        if self._closing:
-            # Stopping: run() has cancelled the fetchers already; a LEADER_AND_ISR handled after
-            # that (the controller's answer to our controlled shutdown) must not start new ones,
-            # or the TaskGroup waits for them forever and SIGTERM ends in SIGKILL.
-            return
-        for key in wanted:
-            if key in self.fetchers:
-                continue
-            leader_id, fid = key
-            endpoint = self.leader_endpoints.get(leader_id)
-            if endpoint is None:
-                log.warning("no endpoint known for leader %d; not fetching %s", leader_id,
-                            wanted[key])
-                continue
-            f = ReplicaFetcher(self, leader_id, endpoint, fid, n)
-            f.task = self._tg.create_task(f.run()) if self._tg is not None \
-                else asyncio.create_task(f.run())
-            self.fetchers[key] = f
-
     async def handle_stop_replica(self, req: Request) -> Reply:
         body: controller_pb2.StopReplicaRequest = req.body
         tps = [(p.topic, p.partition) for p in body.partitions]
@@ -853,61 +585,23 @@ class StorageNode:
     # =========================================================================================
     # replication (called by ReplicaFetcher)
 
-    def apply_replicated(self, tp, sent_epoch: int, sent_offset: int, leader_id: int, data,
-                         leader_hw: int) -> None:
-        r = self.core.get(tp)
-        if r is None or r.role is not Role.FOLLOWER or r.leader != leader_id \
-                or r.leader_epoch != sent_epoch or r.log_end_offset != sent_offset:
-            return   # the partition changed while the fetch was in flight
-        plog = self.logs.get(tp)
-        end = whole_batches_end(data)
-        log_dir = self._dir_of(tp)
-        if end > 0:
-            if self.space.is_low(log_dir) or self._space_low_after(log_dir, end):
-                return                                 # handed over: the fetcher drops tp
-            try:
-                log_access.append_as_follower(self.logs.store(tp), memoryview(data)[:end])
-            except OSError as e:
-                self.fail_log_dir(log_dir, e, f"a replicated append to {tp[0]}-{tp[1]}")
+    async def _checkpoint_high_watermarks_off_loop(self) -> None:
+        """The periodic high-watermark checkpoint: the text is made here, the files (with their
+        fsyncs, milliseconds on a busy disk) are written by a worker thread, so requests on the
+        loop never wait behind them."""
+        try:
+            hws = dict(self.logs.hw_checkpoint)
+            hws.update({tp: r.high_watermark for tp, r in self.core.replicas.items()})
+            plan = self.logs.high_watermark_writes(hws)
+            if not plan:
                 return
-        moved = self.core.on_follower_appended(tp, log_access.log_end_offset(plog), leader_hw)
-        self._partition_changed(tp, moved)
-
-    def truncate_on_divergence(self, tp, sent_epoch: int, sent_offset: int, leader_id: int,
-                               div_epoch: int, div_end_offset: int) -> None:
-        """The leader says our log diverges after (div_epoch, div_end_offset): truncate where
-        our epochs and its answer agree (core.divergence), then the next fetch goes on."""
-        r = self.core.get(tp)
-        if r is None or r.role is not Role.FOLLOWER or r.leader != leader_id \
-                or r.leader_epoch != sent_epoch or r.log_end_offset != sent_offset:
-            return
-        plog = self.logs.get(tp)
-        leo = log_access.log_end_offset(plog)
-        target = divergence.follower_truncation_offset(
-            log_access.epoch_entries(plog), leo, r.high_watermark, div_epoch, div_end_offset)
-        log.info("[%s-%d leader_epoch=%d] leader %d: diverging epoch %d ends at %d; truncating "
-                 "%d -> %d", tp[0], tp[1], r.leader_epoch, leader_id, div_epoch, div_end_offset,
-                 leo, target)
-        if target < leo:
-            log_access.truncate_to(self.logs.store(tp), target)
-        self.core.on_truncated(tp, log_access.log_end_offset(plog))
-        self._partition_changed(tp, False)
-
-    def reset_follower_offset(self, tp, leader_id: int, leader_leo: int,
-                              leader_log_start: int) -> None:
-        r = self.core.get(tp)
-        if r is None or r.role is not Role.FOLLOWER or r.leader != leader_id:
-            return
-        plog = self.logs.get(tp)
-        if leader_leo >= 0 and r.log_end_offset > leader_leo:
-            log.warning("[%s-%d] ahead of leader (%d > %d): truncating", tp[0], tp[1],
-                        r.log_end_offset, leader_leo)
-            log_access.truncate_to(self.logs.store(tp), leader_leo)
-        elif leader_log_start >= 0 and r.log_end_offset < leader_log_start:
-            log.warning("[%s-%d] behind leader's log start %d: starting over there",
-                        tp[0], tp[1], leader_log_start)
-            log_access.truncate_fully_and_start_at(self.logs.store(tp), leader_log_start)
-        self.core.on_truncated(tp, log_access.log_end_offset(plog))
+            failed = await asyncio.to_thread(log_access.write_checkpoint_files, plan)
+            if self.logs is None:
+                return
+            for d, e in self.logs.high_watermarks_written(plan, failed):
+                self.fail_log_dir(d, e, "the high-watermark checkpoint")
+        except Exception:
+            log.exception("writing the high-watermark checkpoint failed")
 
     def _checkpoint_high_watermarks(self) -> None:
         try:
@@ -921,136 +615,3 @@ class StorageNode:
     # =========================================================================================
     # talking to the controller: ALTER_PARTITION, CONTROLLED_SHUTDOWN
 
-    async def _controller_channel(self) -> AsyncChannel:
-        """A channel to the active controller, whose endpoint is in the /controller znode."""
-        if self.zk is None:
-            raise errors.NotControllerError("no ZooKeeper session")
-        try:
-            data, _ = await asyncio.to_thread(self.zk.get, znodes.CONTROLLER)
-        except Exception as e:   # NoNodeError: no controller elected; or connection loss
-            raise NoActiveController(f"no active controller ({type(e).__name__})") from None
-        info = znodes.decode_controller(data)
-        if not info.endpoint:
-            raise errors.NotControllerError(f"controller {info.controller_id} has no endpoint")
-        ch = self._controller_channels.get(info.endpoint)
-        if ch is None:
-            for old in list(self._controller_channels.values()):
-                await old.close()
-            self._controller_channels.clear()
-            ch = AsyncChannel(info.endpoint, client_id=f"storage-node-{self.cfg.broker_id}",
-                              max_message_bytes=self.cfg.socket_request_max_bytes)
-            self._controller_channels[info.endpoint] = ch
-        return ch
-
-    def _propose_isr(self, eff: AlterIsr, what: str) -> None:
-        self.isr_changes[what] += 1
-        r = self.core.get(eff.tp)
-        log.info("[%s-%d leader_epoch=%d] proposing ISR %s: %s -> %s (zk_version %d)",
-                 eff.tp[0], eff.tp[1], eff.leader_epoch, what, list(r.isr) if r else [],
-                 list(eff.new_isr), eff.zk_version)
-        if self._closing:
-            return
-        coro = self._alter_partition(eff)
-        task = self._tg.create_task(coro) if self._tg is not None \
-            else asyncio.get_running_loop().create_task(coro)
-        self._alter_tasks.add(task)
-        task.add_done_callback(self._alter_tasks.discard)
-
-    async def _alter_partition(self, eff: AlterIsr) -> None:
-        """Send one ISR proposal until the controller answers it, or it is superseded."""
-        cfg = self.cfg
-        backoff_s = cfg.alter_partition_retry_backoff_ms / 1000.0
-        tp = eff.tp
-        while not self._closing:
-            if self.core.pending_alter(tp) != eff:
-                return                       # a LEADER_AND_ISR replaced it
-            req = replication_pb2.AlterPartitionRequest(broker_id=cfg.broker_id,
-                                                        broker_epoch=self.broker_epoch)
-            req.partitions.add(topic=tp[0], partition=tp[1], leader_id=eff.leader_id,
-                               leader_epoch=eff.leader_epoch, new_isr=list(eff.new_isr),
-                               partition_epoch=eff.zk_version)
-            try:
-                ch = await self._controller_channel()
-                resp = await ch.call(ApiKey.ALTER_PARTITION, req,
-                                     timeout_ms=cfg.controller_socket_timeout_ms)
-            except asyncio.CancelledError:
-                raise
-            except errors.KafkaError as e:
-                if e.retriable:
-                    log.info("[%s-%d] ALTER_PARTITION: %s; retrying", tp[0], tp[1], e)
-                    await asyncio.sleep(backoff_s)
-                    continue
-                result = AlterPartitionResult(tp, e.code)
-            except Exception:
-                log.exception("[%s-%d] ALTER_PARTITION failed; retrying", tp[0], tp[1])
-                await asyncio.sleep(backoff_s)
-                continue
-            else:
-                result = self._alter_result(tp, resp.body)
-                if result.error_code in RETRIABLE_ALTER_CODES:
-                    await asyncio.sleep(backoff_s)
-                    continue
-            moved = self.core.on_alter_partition_result(eff, result)
-            r = self.core.get(tp)
-            if result.error_code == NONE:
-                log.info("[%s-%d leader_epoch=%d] ISR committed: %s (zk_version %d)", tp[0],
-                         tp[1], eff.leader_epoch, list(result.isr), result.zk_version)
-            else:
-                log.warning("[%s-%d leader_epoch=%d] ISR change %s refused: %s; waiting for "
-                            "LEADER_AND_ISR", tp[0], tp[1], eff.leader_epoch, list(eff.new_isr),
-                            errors.ErrorCode.Name(result.error_code))
-            if r is not None:
-                self._partition_changed(tp, moved)
-            return
-
-    @staticmethod
-    def _alter_result(tp, body) -> AlterPartitionResult:
-        if body.error_code != NONE:
-            return AlterPartitionResult(tp, body.error_code)
-        for p in body.partitions:
-            if (p.topic, p.partition) == tp:
-                return AlterPartitionResult(tp, p.error_code, p.leader_id, p.leader_epoch,
-                                            tuple(p.isr), p.partition_epoch)
-        return AlterPartitionResult(tp, errors.UnknownTopicOrPartitionError.code)
-
-    async def _controlled_shutdown(self) -> None:
-        """Kafka's controlled shutdown: ask the controller to move our leaderships away and
-        take us out of the ISRs, retrying up to controlled.shutdown.max.retries times; then
-        stop regardless."""
-        cfg = self.cfg
-        if not cfg.controlled_shutdown_enable or self.zk is None:
-            return
-        req = replication_pb2.ControlledShutdownRequest(broker_id=cfg.broker_id,
-                                                        broker_epoch=self.broker_epoch)
-        for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
-            try:
-                ch = await self._controller_channel()
-                resp = await ch.call(ApiKey.CONTROLLED_SHUTDOWN, req,
-                                     timeout_ms=cfg.controller_socket_timeout_ms)
-                body = resp.body
-                if body.error_code == NONE and not body.remaining_partitions:
-                    log.info("[node %d] controlled shutdown succeeded", cfg.broker_id)
-                    return
-                log.warning("[node %d] controlled shutdown attempt %d: %s, %d partition(s) "
-                            "still led here", cfg.broker_id, attempt,
-                            errors.ErrorCode.Name(body.error_code),
-                            len(body.remaining_partitions))
-            except asyncio.CancelledError:
-                raise
-            except NoActiveController as e:
-                # Nobody could move our leaderships: waiting out the retries only delays the
-                # stop (Kafka would retry; a fleet without a controller is a test or a teardown).
-                log.warning("[node %d] controlled shutdown skipped: %s", cfg.broker_id, e)
-                return
-            except errors.KafkaError as e:
-                log.warning("[node %d] controlled shutdown attempt %d failed: %s",
-                            cfg.broker_id, attempt, e)
-                if not e.retriable:    # e.g. a controller that does not serve the API
-                    break
-            except Exception as e:     # an undecodable /controller, a socket failure
-                log.warning("[node %d] controlled shutdown attempt %d failed: %s",
-                            cfg.broker_id, attempt, e)
-            if attempt < cfg.controlled_shutdown_max_retries:
-                await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000.0)
-        log.warning("[node %d] controlled shutdown did not complete; stopping anyway",
-                    cfg.broker_id)

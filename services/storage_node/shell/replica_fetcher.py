@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from riverbed import errors
 from riverbed._proto.v1 import fetch_pb2
@@ -26,9 +26,6 @@ from riverbed.wire.apis import ApiKey
 from services.common.rpc import AsyncChannel
 from services.storage_node.core.replica_state import Role, fetcher_id
 from services.storage_node.shell import log_access
-
-if TYPE_CHECKING:
-    from services.storage_node.shell.node import StorageNode
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +40,26 @@ def whole_batches_end(buf) -> int:
     return end
 
 
+class FollowerNode(Protocol):
+    """What a fetcher needs from its node (StorageNode is one). A protocol rather than an
+    import of shell.node: node.py imports this module, never the other way round."""
+
+    cfg: Any
+    core: Any
+    logs: Any
+
+    def apply_replicated(self, tp, sent_epoch: int, sent_offset: int, leader_id: int, data,
+                         leader_hw: int) -> None: ...
+
+    def truncate_on_divergence(self, tp, sent_epoch: int, sent_offset: int, leader_id: int,
+                               div_epoch: int, div_end_offset: int) -> None: ...
+
+    def reset_follower_offset(self, tp, leader_id: int, leader_leo: int,
+                              leader_log_start: int) -> None: ...
+
+
 class ReplicaFetcher:
-    def __init__(self, node: "StorageNode", leader_id: int, endpoint: str, fetcher_index: int = 0,
+    def __init__(self, node: FollowerNode, leader_id: int, endpoint: str, fetcher_index: int = 0,
                  num_fetchers: int = 1):
         self.node = node
         self.leader_id = leader_id

@@ -431,3 +431,49 @@ def test_a_forked_copy_refuses_use_and_its_close_is_a_no_op(fake_dealer, monkeyp
     p.flush(timeout=10)      # the original is untouched
     assert pending.get(timeout=0).offset == 0
     p.close()
+
+
+# ---- adaptive batch size ---------------------------------------------------------------------
+
+def _capacities(a, tp=TP0):
+    return [b.capacity for b in a.queued(tp)]
+
+
+def test_batches_grow_while_full_ones_wait_and_stop_at_batch_size_max():
+    a = acc(batch_size=200, batch_size_max=1600)
+    for _ in range(400):                                   # nothing drained: a backlog
+        a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+    caps = _capacities(a)
+    assert caps[:5] == [200, 400, 800, 1600, 1600]
+    assert max(caps) == 1600
+    sizes = [len(b.close()) for b in a.queued(TP0)[:-1]]
+    assert all(s <= 1600 for s in sizes) and sizes[3] > 800   # filled to the grown capacity
+
+
+def test_append_values_grows_too_and_memory_is_reserved_by_capacity():
+    a = acc(batch_size=200, batch_size_max=800)
+    a.append_values(TP0, 1, [b"y" * 20] * 200)
+    caps = _capacities(a)
+    assert caps[:3] == [200, 400, 800]
+    assert a.memory_used == sum(caps)
+
+
+def test_no_backlog_keeps_batch_size_and_a_drain_resets_the_growth():
+    a = acc(batch_size=200, batch_size_max=1600)
+    for _ in range(3):                                     # the sender keeps up: one at a time
+        a.append(TP0, 1, None, b"x" * 300, (), now_ms=0)   # each fills its own batch
+        drained = a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)
+        assert [b.capacity for b in drained] == [200]
+    for _ in range(60):
+        a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+    assert _capacities(a)[1] == 400
+    a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)
+    a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+    assert _capacities(a) == [200]                         # deque was empty: back to batch_size
+
+
+def test_batch_size_max_equal_to_batch_size_turns_growth_off():
+    a = acc(batch_size=200)
+    for _ in range(100):
+        a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+    assert set(_capacities(a)) == {200}

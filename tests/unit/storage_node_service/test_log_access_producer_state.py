@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from riverbed import errors
 from riverbed.records import build_batch, decode_batches
 
-from services.common.config import build
+from services.common.config import ConfigError, build
 from services.storage_node.config import StorageNodeConfig
 from services.storage_node.core.producer_state import Verdict
 from services.storage_node.shell import log_access
@@ -60,6 +62,79 @@ def test_leader_append_duplicate_gap_and_reload_after_a_clean_close(tmp_path):
     assert store.state.map_end_offset == 3
     d, first, _ = log_access.append_as_leader(store, pbatch(5, 2, 1), 0)
     assert (d.verdict, first) == (Verdict.DUPLICATE, 2)
+    logs.close()
+
+
+def test_retry_older_than_the_window_is_answered_with_its_offset_from_the_log(tmp_path):
+    # Kafka answers a duplicate with the offset the batch has; one older than the batches
+    # remembered is found in the log (here across a segment roll), never acknowledged with -1.
+    logs = log_access.open_logs(cfg(tmp_path, **{"log.segment.bytes": "300"}))
+    logs.get_or_create(TP, {})
+    store = logs.store(TP)
+    offsets = []
+    for i in range(9):
+        d, first, last = log_access.append_as_leader(store, pbatch(5, 2 * i, 2), 0)
+        assert d.verdict is Verdict.APPEND
+        offsets.append((first, last))
+    assert len(logs.get(TP).segments) > 2
+    for i in (0, 1, 3):                                   # older than the 5 remembered
+        d, first, last = log_access.append_as_leader(store, pbatch(5, 2 * i, 2), 0)
+        assert (d.verdict, d.error_code, (first, last)) == \
+            (Verdict.DUPLICATE, code("NONE"), offsets[i])
+    assert logs.get(TP).log_end_offset == 18
+    logs.close()
+
+
+def test_old_retry_is_found_when_other_producers_wrote_in_between(tmp_path):
+    # The first guess (the offset it would have with one producer alone) misses; the scan of
+    # the log finds it.
+    logs = log_access.open_logs(cfg(tmp_path))
+    logs.get_or_create(TP, {})
+    store = logs.store(TP)
+    mine = []
+    for i in range(8):
+        _, first, last = log_access.append_as_leader(store, pbatch(5, 2 * i, 2), 0)
+        mine.append((first, last))
+        log_access.append_as_leader(store, pbatch(6, 3 * i, 3), 0)      # another producer
+    d, first, last = log_access.append_as_leader(store, pbatch(5, 2, 2), 0)
+    assert (d.verdict, (first, last)) == (Verdict.DUPLICATE, mine[1])
+    assert logs.get(TP).log_end_offset == 40
+    logs.close()
+
+
+def test_old_sequence_never_written_is_a_gap_not_a_duplicate(tmp_path):
+    # Producer 5's batch 10..11 came in first (here replicated as a follower, which checks
+    # nothing); its batch 0..1 then precedes everything remembered but is nowhere in a log
+    # nothing was removed from: OUT_OF_ORDER (the client writes it again), never a duplicate
+    # acknowledged as written with offset -1.
+    logs = log_access.open_logs(cfg(tmp_path))
+    logs.get_or_create(TP, {})
+    store = logs.store(TP)
+    log_access.append_as_follower(store, log_access_batch_at(pbatch(5, 10, 2), 0))
+    d, first, _ = log_access.append_as_leader(store, pbatch(5, 0, 2), 0)
+    assert (d.verdict, d.error_code, first) == \
+        (Verdict.REFUSE, code("OUT_OF_ORDER_SEQUENCE_NUMBER"), -1)
+    assert logs.get(TP).log_end_offset == 2
+    logs.close()
+
+
+def log_access_batch_at(batch: bytes, base_offset: int) -> bytes:
+    """A client batch as a leader wrote it at `base_offset` (base offset is outside the CRC)."""
+    import struct
+    return struct.pack(">q", base_offset) + batch[8:]
+
+
+def test_a_wider_window_survives_a_restart(tmp_path):
+    conf = cfg(tmp_path, **{"producer.state.batches.retained": "20"})
+    logs = log_access.open_logs(conf)
+    logs.get_or_create(TP, {})
+    for i in range(15):
+        log_access.append_as_leader(logs.store(TP), pbatch(5, i), 0)
+    logs.close()
+    logs = log_access.open_logs(conf)                      # from the snapshot at close
+    assert len(logs.store(TP).state.entry(5).batches) == 15
+    d, first, _ = log_access.append_as_leader(logs.store(TP), pbatch(5, 0), 0)
+    assert (d.verdict, first) == (Verdict.DUPLICATE, 0)
     logs.close()
 
 
@@ -124,3 +199,11 @@ def test_restart_without_a_clean_close_rebuilds_the_state_from_the_log(tmp_path)
     assert reopened.store(TP).state.entries() == expected
     assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".snapshot")]
     reopened.close()
+
+
+@pytest.mark.parametrize("key,value", [("producer.state.batches.retained", "0"),
+                                       ("producer.state.batches.retained", "1025"),
+                                       ("replica.high.watermark.checkpoint.interval.ms", "0")])
+def test_out_of_range_keys_are_config_errors(tmp_path, key, value):
+    with pytest.raises(ConfigError, match=key):
+        cfg(tmp_path, **{key: value})

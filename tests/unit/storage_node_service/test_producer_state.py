@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from riverbed import errors
 from riverbed.records import BatchHeader
 from services.storage_node.core.producer_state import (
-    MAX_CACHED_BATCHES, SEQ_MOD, ProducerStateManager, Verdict, next_sequence,
-    with_assigned_offsets)
+    MAX_CACHED_BATCHES, SEQ_MOD, BatchKey, ProducerStateEntry, ProducerStateManager, Verdict,
+    next_sequence, resolve_old_duplicates, with_assigned_offsets)
 
 code = errors.ErrorCode.Value
 PID = 7
@@ -74,6 +74,70 @@ def test_duplicate_older_than_the_cache_is_duplicate_sequence_number():
         leader.produce(hdr(seq=i))
     d = leader.produce(hdr(seq=0))
     assert d.verdict is Verdict.REFUSE and d.error_code == code("DUPLICATE_SEQUENCE_NUMBER")
+
+
+def test_duplicate_older_than_the_cache_names_the_batches_to_find_in_the_log():
+    leader = Leader()
+    for i in range(MAX_CACHED_BATCHES + 2):
+        leader.produce(hdr(seq=2 * i, count=2))            # offsets 2i..2i+1
+    d = leader.produce(hdr(seq=2, count=2))
+    assert d.old_duplicates == (BatchKey(PID, 0, 2, 3),)
+    assert d.old_duplicates_below == 4                      # the oldest cached batch's offset
+    assert d.old_duplicates_guess == 2                      # one producer alone: exact
+    found = resolve_old_duplicates(d, reversed(leader.log))
+    assert found.verdict is Verdict.DUPLICATE and found.error_code == code("NONE")
+    assert (found.first_offset, found.last_offset) == (2, 3)
+    assert leader.leo == 2 * (MAX_CACHED_BATCHES + 2)       # nothing appended
+
+
+def test_old_duplicate_not_in_the_log_stays_duplicate_sequence_number():
+    leader = Leader()
+    for i in range(MAX_CACHED_BATCHES + 2):
+        leader.produce(hdr(seq=i))
+    d = leader.produce(hdr(seq=0))
+    gone = resolve_old_duplicates(d, leader.log[1:])        # offset 0 deleted by retention
+    assert gone is d and gone.error_code == code("DUPLICATE_SEQUENCE_NUMBER")
+    other_epoch = resolve_old_duplicates(d, [hdr(epoch=1, seq=0)])
+    assert other_epoch is d
+
+
+def test_payload_mixing_an_old_duplicate_with_new_batches_is_out_of_order():
+    leader = Leader()
+    for i in range(MAX_CACHED_BATCHES + 1):
+        leader.produce(hdr(seq=i))
+    d = leader.produce(hdr(seq=0), hdr(seq=MAX_CACHED_BATCHES + 1))
+    assert d.error_code == code("OUT_OF_ORDER_SEQUENCE_NUMBER") and not d.old_duplicates
+
+
+@pytest.mark.parametrize("window", [1, 5, 16, 64])
+def test_the_window_is_configurable(window):
+    leader = Leader(batches_retained=window)
+    for i in range(window + 3):
+        leader.produce(hdr(seq=i))
+    assert len(leader.state.entry(PID).batches) == window
+    oldest_cached = 3
+    d = leader.produce(hdr(seq=oldest_cached))
+    assert d.verdict is Verdict.DUPLICATE and d.first_offset == oldest_cached
+    d = leader.produce(hdr(seq=oldest_cached - 1))
+    assert d.error_code == code("DUPLICATE_SEQUENCE_NUMBER")
+
+
+def test_window_out_of_range_is_refused():
+    with pytest.raises(ValueError):
+        ProducerStateManager(batches_retained=0)
+    with pytest.raises(ValueError):
+        ProducerStateManager(batches_retained=100_000)
+
+
+def test_a_snapshot_from_a_wider_window_restores_into_a_narrower_one():
+    wide = Leader(batches_retained=12)
+    for i in range(12):
+        wide.produce(hdr(seq=i))
+    narrow = ProducerStateManager(batches_retained=5)
+    narrow.restore(wide.state.entries(), wide.state.map_end_offset)
+    narrow.check_invariants()
+    assert [b.first_seq for b in narrow.entry(PID).batches] == [7, 8, 9, 10, 11]
+    assert isinstance(narrow.entry(PID), ProducerStateEntry)
 
 
 @pytest.mark.parametrize("seq", [2, 5, 1000])
@@ -287,3 +351,18 @@ def test_truncation_by_rebuild_equals_state_of_the_prefix(script, data):
     state.rebuild(kept)
     state.update_map_end_offset(cut)
     assert state.entries() == states[cut][0] and state.map_end_offset == cut
+
+
+def test_in_a_whole_log_a_new_producer_must_start_at_sequence_zero():
+    # Two requests crossed (e.g. in a gateway): batch 2..3 arrives before 0..1. In a log
+    # nothing was removed from, the leader refuses it (OUT_OF_ORDER: the client retries it after
+    # 0..1) instead of accepting it and later taking 0..1 for an old duplicate.
+    state = ProducerStateManager()
+    d = state.check_and_prepare([hdr(seq=2, count=2)], log_whole=True)
+    assert d.error_code == code("OUT_OF_ORDER_SEQUENCE_NUMBER")
+    assert state.check_and_prepare([hdr(seq=0, count=2)], log_whole=True).ok
+    assert state.check_and_prepare([hdr(seq=0, count=2), hdr(seq=2, count=2)],
+                                   log_whole=True).ok
+    # With retention or compaction behind it the leader cannot tell: KIP-360 accepts.
+    assert state.check_and_prepare([hdr(seq=2, count=2)], log_whole=False).ok
+    assert state.check_and_prepare([hdr(pid=-1)], log_whole=True).ok

@@ -1,0 +1,195 @@
+"""Issue 15's replication, large-record and latency figures, each beside a baseline measured in
+the same run (`make bench` runs it after the matrix; by hand:)
+
+    .venv/bin/python -m loadgen.repl_bench                    # starts its own fleet
+    .venv/bin/python -m loadgen.repl_bench --rounds 3 --json out.json
+    ... [--bootstrap-server tcp://HOST:PORT]                  # a running fleet instead
+    ... [--only acks,large,e2e]                               # a subset of the rows
+
+Every row is a `riverbed-perf` command with the producer's *default* settings (no --batch-size,
+--linger-ms or --max-in-flight) unless the row says "tuned"; 100 B records unless it says 1 KiB;
+`--bulk` (send_many) for throughput rows; 3 partitions, round-robin, for the acks rows.
+
+Rows (a round runs each once, back to back; with --rounds R the medians are printed):
+- acks=1, RF 1, 3 partitions (the baseline) and acks=all, RF 3, min.insync.replicas 2,
+  3 partitions, idempotent (the default with acks=all): ratio = acks=all ÷ acks=1.
+- 1 KiB records, acks=1, RF 1, 1 partition: defaults against tuned (batch.size 262144,
+  linger.ms 5): ratio = defaults ÷ tuned (MB/s).
+- end-to-end latency through the gateway (`riverbed-perf e2e`, acks=1, RF 1, 1 partition,
+  fetch.min.bytes 1) at 1,000 and at 50,000 records/s: p50, p99, p99.9, max.
+
+Starts its own fleet like `loadgen.bench` (3 storage nodes, 1 controller, 1 gateway) unless
+--bootstrap-server is given. Only the driver lives here: it uses loadgen.perf, deploy.fleet and
+the SDK of whatever tree is on the path, so the same file measures a before and an after tree
+(PYTHONPATH=<other tree>).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+ACKS_RECORDS = 600_000
+LARGE_RECORDS = 150_000
+E2E = ((1_000, 10_000), (50_000, 250_000))     # (records/s, records)
+E2E_SETTLE_S = 2.0
+TUNED = ["--batch-size", "262144", "--linger-ms", "5"]
+
+
+def _perf(argv: list[str]):
+    from loadgen import options
+    from loadgen.perf import run
+    args = options.parse_args(argv)
+    out = io.StringIO()
+    with contextlib.redirect_stderr(io.StringIO()):
+        summary, rc = run(args, live=False, out=out)
+    if rc != 0:
+        raise RuntimeError(f"riverbed-perf {' '.join(argv)} failed (rc {rc}):\n{out.getvalue()}")
+    return summary
+
+
+def _delete(bootstrap: str, topic: str) -> None:
+    from riverbed import Admin
+    try:
+        with Admin(bootstrap=[bootstrap]) as admin:
+            admin.delete_topics([topic])
+    except Exception as e:  # noqa: BLE001 - the figures stand; only disk is at stake
+        print(f"  (could not delete {topic}: {e})", file=sys.stderr)
+
+
+def _produce(bootstrap: str, *, records: int, size: int, acks: str, rf: int, partitions: int,
+             extra: list[str] = (), topic_configs: list[str] = ()) -> dict:
+    topic = f"rb-{acks}-rf{rf}-{size}-{uuid.uuid4().hex[:6]}"
+    argv = ["produce", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records",
+            str(records), "--record-size", str(size), "--bulk", "--acks", acks,
+            "--create-topic", "--partitions", str(partitions), "--replication-factor", str(rf),
+            "--reporting-interval", "60000", "--no-progress", *extra]
+    for kv in topic_configs:
+        argv += ["--topic-config", kv]
+    try:
+        s = _perf(argv)
+    finally:
+        _delete(bootstrap, topic)
+    return {"records_per_sec": s.records_per_sec, "mb_per_sec": s.mb_per_sec,
+            "latency_ms": dict(s.latency_ms), "errors": s.errors}
+
+
+def _e2e(bootstrap: str, rate: int, records: int) -> dict:
+    topic = f"rb-e2e-{rate}-{uuid.uuid4().hex[:6]}"
+    try:
+        s = _perf(["e2e", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records",
+                   str(records), "--throughput", str(rate), "--record-size", "100", "--acks",
+                   "1", "--partition", "0", "--fetch-min-bytes", "1", "--create-topic",
+                   "--partitions", "1", "--replication-factor", "1", "--reporting-interval",
+                   "60000", "--no-progress"])
+    finally:
+        _delete(bootstrap, topic)
+    return {"records_per_sec": s.records_per_sec, "latency_ms": dict(s.latency_ms)}
+
+
+def one_round(bootstrap: str, only: set[str], scale: float) -> dict:
+    out: dict = {}
+    n = max(10_000, int(ACKS_RECORDS * scale))
+    if "acks" in only:
+        out["acks1_rf1"] = _produce(bootstrap, records=n, size=100, acks="1", rf=1, partitions=3)
+        out["acksall_rf3"] = _produce(bootstrap, records=n, size=100, acks="all", rf=3,
+                                      partitions=3, topic_configs=["min.insync.replicas=2"])
+        out["acks_ratio"] = out["acksall_rf3"]["records_per_sec"] / \
+            out["acks1_rf1"]["records_per_sec"]
+    if "large" in only:
+        n = max(5_000, int(LARGE_RECORDS * scale))
+        out["large_default"] = _produce(bootstrap, records=n, size=1024, acks="1", rf=1,
+                                        partitions=1, extra=["--partition", "0"])
+        out["large_tuned"] = _produce(bootstrap, records=n, size=1024, acks="1", rf=1,
+                                      partitions=1, extra=["--partition", "0", *TUNED])
+        out["large_ratio"] = out["large_default"]["mb_per_sec"] / \
+            out["large_tuned"]["mb_per_sec"]
+    if "e2e" in only:
+        for rate, records in E2E:
+            time.sleep(E2E_SETTLE_S)          # let the throughput rows' writeback settle
+            out[f"e2e_{rate}"] = _e2e(bootstrap, rate, max(2_000, int(records * scale)))
+    return out
+
+
+def _median(rounds: list[dict], *path):
+    vals = []
+    for r in rounds:
+        v = r
+        for k in path:
+            v = v.get(k) if isinstance(v, dict) else None
+        if v is not None:
+            vals.append(v)
+    return statistics.median(vals) if vals else None
+
+
+def format_report(rounds: list[dict]) -> str:
+    m = lambda *p: _median(rounds, *p)   # noqa: E731
+    lines = [f"issue-15 rows, medians of {len(rounds)} round(s), producer defaults unless tuned"]
+    if m("acks_ratio") is not None:
+        lines.append(f"  acks=1   RF1 3p 100 B bulk:               {m('acks1_rf1', 'records_per_sec'):>11,.0f} records/s (baseline)")
+        lines.append(f"  acks=all RF3 min.insync 2 3p idempotent:  {m('acksall_rf3', 'records_per_sec'):>11,.0f} records/s  "
+                     f"ratio {m('acks_ratio'):.2f}  (p99 {m('acksall_rf3', 'latency_ms', 'p99'):.1f} ms)")
+    if m("large_ratio") is not None:
+        lines.append(f"  1 KiB acks=1 RF1 1p, tuned (batch 256 KiB): {m('large_tuned', 'mb_per_sec'):>8.1f} MB/s (baseline)")
+        lines.append(f"  1 KiB acks=1 RF1 1p, defaults:              {m('large_default', 'mb_per_sec'):>8.1f} MB/s  "
+                     f"ratio {m('large_ratio'):.2f}")
+    for rate, _ in E2E:
+        if m(f"e2e_{rate}", "latency_ms", "p99") is None:
+            continue
+        lat = lambda k: m(f"e2e_{rate}", "latency_ms", k)   # noqa: E731
+        lines.append(f"  e2e at {rate:>6,}/s via the gateway: p50 {lat('p50'):.2f}  p95 "
+                     f"{lat('p95'):.2f}  p99 {lat('p99'):.2f}  p99.9 {lat('p99_9'):.2f}  max "
+                     f"{lat('max'):.2f} ms")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _fleet(bootstrap: str | None):
+    if bootstrap:
+        yield bootstrap
+        return
+    from deploy.fleet import Fleet, free_base_port
+    d = tempfile.mkdtemp(prefix="riverbed-repl-bench-")
+    base = free_base_port()
+    print(f"starting a fleet (3 storage nodes, 1 controller, 1 gateway) under {d}, base "
+          f"port {base}", file=sys.stderr, flush=True)
+    with Fleet(d, base, storage_nodes=3, controllers=1, gateways=1) as fleet:
+        fleet.up(detach=True)
+        yield fleet.gateway_endpoint
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadgen.repl_bench",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-server", help="a running fleet's gateway (default: start one)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply records per row")
+    parser.add_argument("--only", default="acks,large,e2e")
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(","))
+    rounds = []
+    with _fleet(args.bootstrap_server) as bootstrap:
+        for i in range(args.rounds):
+            r = one_round(bootstrap, only, args.scale)
+            rounds.append(r)
+            print(f"round {i + 1}: " + json.dumps({k: v for k, v in r.items()
+                                                   if k.endswith("ratio")}), file=sys.stderr,
+                  flush=True)
+    print(format_report(rounds))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rounds, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The storage node serving FETCH, to consumers (through the gateway) and to followers: the
+follower's checks on arrival (leader epoch, divergence, offset range, ISR expansion), the read
+below the high watermark (consumers) or the log end (followers), and the long poll until
+fetch.min.bytes or max_wait_ms (core.purgatory). A mixin of StorageNode (shell.node), split out
+of it along this seam; it never imports shell.node."""
+from __future__ import annotations
+
+import logging
+
+from riverbed import errors
+from riverbed._proto.v1 import fetch_pb2
+from riverbed.wire.framing import Request
+
+from services.common.rpc import Reply, remote_wait
+from services.storage_node.core import divergence
+from services.storage_node.core.purgatory import FetchDecision, decide_fetch
+from services.storage_node.core.replica_state import NONE, Role
+from services.storage_node.shell import log_access
+from services.storage_node.shell.clock import now_ms
+
+log = logging.getLogger(__name__)
+
+NOT_LEADER_FOR_PARTITION = errors.NotLeaderForPartitionError.code
+OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.code
+KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
+
+
+class FetchServing:
+    """FETCH handling. Uses the node's cfg, core, logs, fetch_waiters, _fetch_futs, _ids,
+    _loop, _tick_wake, replication_bytes_out, topic_counters, fail_log_dir, _dir_of,
+    _partition_changed, _propose_isr."""
+
+    async def handle_fetch(self, req: Request) -> Reply:
+        body: fetch_pb2.FetchRequest = req.body
+        entries = [(t.name, p) for t in body.topics for p in t.partitions]
+        replica_id = body.replica_id
+        is_follower = replica_id >= 0
+        prechecked: dict[int, dict] = {}
+        if is_follower:
+            prechecked = self._follower_fetch_precheck(replica_id, entries)
+        start = now_ms()
+        deadline = start + body.max_wait_ms
+        wid = None
+        try:
+            while True:
+                parts, any_error = self._read_fetch(body, entries, is_follower, prechecked)
+                decision = decide_fetch((len(d) for _, d in parts), min_bytes=body.min_bytes,
+                                        now_ms=now_ms(), deadline_ms=deadline,
+                                        any_error=any_error)
+                if decision is FetchDecision.RESPOND or self.fetch_waiters.full() and wid is None:
+                    return self._fetch_reply(body, parts)
+                if wid is None:
+                    wid = next(self._ids)
+                    self.fetch_waiters.add(wid, [(t, p.partition) for t, p in entries], deadline)
+                    self._tick_wake.set()
+                fut = self._loop.create_future()
+                self._fetch_futs[wid] = fut
+                with remote_wait():              # waiting for data
+                    await fut
+        finally:
+            if wid is not None:
+                self.fetch_waiters.remove(wid)
+                self._fetch_futs.pop(wid, None)
+
+    def _follower_fetch_precheck(self, replica_id: int, entries) -> dict[int, dict]:
+        """A follower's FETCH, checked once on arrival (Kafka Partition.fetchRecords): its view
+        of the leader epoch (FENCED / UNKNOWN_LEADER_EPOCH), then whether its log diverges from
+        ours (answer diverging_epoch/diverging_end_offset, no data), then the offset range.
+        Only a fetch that passes records the follower's log end (and may add it to the ISR).
+        Returns the response fields of the partitions answered here, by entry index."""
+        out: dict[int, dict] = {}
+        now = now_ms()
+        for i, (topic, p) in enumerate(entries):
+            tp = (topic, p.partition)
+            r = self.core.get(tp)
+            if r is None or r.role is not Role.LEADER:
+                continue        # _read_fetch answers UNKNOWN / NOT_LEADER
+            plog = self.logs.get(tp)
+            leo = log_access.log_end_offset(plog)
+            lso = log_access.log_start_offset(plog)
+            fields = dict(partition=p.partition, error_code=NONE, error_message="",
+                          high_watermark=r.high_watermark, last_stable_offset=r.high_watermark,
+                          log_start_offset=lso, log_end_offset=leo, leader_epoch=r.leader_epoch,
+                          diverging_epoch=-1, diverging_end_offset=-1)
+            code = divergence.check_current_leader_epoch(p.current_leader_epoch, r.leader_epoch)
+            if code != NONE:
+                fields.update(error_code=code, error_message=(
+                    f"follower's leader epoch {p.current_leader_epoch}, "
+                    f"leader's {r.leader_epoch}"))
+                out[i] = fields
+                continue
+            if replica_id not in r.replicas or replica_id == self.cfg.broker_id:
+                continue        # not a replica of ours: served like a consumer of the log end
+            div = divergence.diverging_epoch(log_access.epoch_entries(plog), leo,
+                                             p.last_fetched_epoch, p.fetch_offset,
+                                             r.high_watermark)
+            if div is not None:
+                fields.update(diverging_epoch=div[0], diverging_end_offset=div[1])
+                log.info("[%s-%d leader_epoch=%d] follower %d diverges: its epoch %d at offset "
+                         "%d; epoch %d ends at %d here", topic, p.partition, r.leader_epoch,
+                         replica_id, p.last_fetched_epoch, p.fetch_offset, div[0], div[1])
+                out[i] = fields
+                continue
+            if p.fetch_offset < lso or p.fetch_offset > leo:
+                continue        # _read_fetch answers OFFSET_OUT_OF_RANGE
+            if self.core.on_follower_fetch(tp, replica_id, p.fetch_offset, now):
+                self._partition_changed(tp, True)
+            alter = self.core.maybe_expand_isr(tp, replica_id)
+            if alter is not None:
+                self._propose_isr(alter, "expand")
+        return out
+
+    def _read_fetch(self, body, entries, is_follower: bool, prechecked=None):
+        """Per partition (response fields, data) in request order, and whether any failed
+        (or must be answered at once: a diverging follower)."""
+        out = []
+        any_error = False
+        remaining = body.max_bytes if body.max_bytes > 0 else None
+        for i, (topic, p) in enumerate(entries):
+            tp = (topic, p.partition)
+            r = self.core.get(tp)
+            fields = dict(partition=p.partition, error_code=NONE, error_message="",
+                          high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                          log_end_offset=-1, leader_epoch=-1, diverging_epoch=-1,
+                          diverging_end_offset=-1)
+            data = b""
+            if prechecked and i in prechecked:
+                out.append((prechecked[i], b""))
+                any_error = True
+                continue
+            if r is None:
+                code = self.core.leader_check(tp)
+                fields.update(error_code=code, error_message=(
+                    f"{topic}-{p.partition}: its log dir is offline here"
+                    if code == KAFKA_STORAGE_ERROR else f"{topic}-{p.partition} is not hosted here"))
+            elif r.role is not Role.LEADER:
+                fields.update(error_code=NOT_LEADER_FOR_PARTITION, leader_epoch=r.leader_epoch,
+                              error_message=f"{topic}-{p.partition}: leader is {r.leader}")
+            else:
+                plog = self.logs.get(tp)
+                hw = r.high_watermark
+                leo = log_access.log_end_offset(plog)
+                lso = log_access.log_start_offset(plog)
+                fields.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=lso,
+                              log_end_offset=leo, leader_epoch=r.leader_epoch)
+                upper = leo if is_follower else hw
+                if p.fetch_offset < lso or p.fetch_offset > leo:
+                    fields.update(error_code=OFFSET_OUT_OF_RANGE,
+                                  error_message=f"offset {p.fetch_offset} outside "
+                                                f"[{lso}, {leo}]")
+                elif p.fetch_offset < upper:
+                    limit = p.partition_max_bytes or self.cfg.replica_fetch_max_bytes
+                    if remaining is not None:
+                        limit = min(limit, max(remaining, 0))
+                    if limit > 0 or not any(d for _, d in out):
+                        try:
+                            data = log_access.read(plog, p.fetch_offset, max(limit, 1), upper)
+                        except OSError as e:
+                            self.fail_log_dir(self._dir_of(tp), e, f"a read of {topic}-{p.partition}")
+                            fields.update(error_code=KAFKA_STORAGE_ERROR, error_message=str(e))
+                            data = b""
+                        if remaining is not None:
+                            remaining -= len(data)
+            if fields["error_code"] != NONE:
+                any_error = True
+            out.append((fields, data))
+        return out, any_error
+
+    def _fetch_reply(self, body, parts) -> Reply:
+        resp = fetch_pb2.FetchResponse()
+        payloads = []
+        i = 0
+        out = self.replication_bytes_out if body.replica_id >= 0 else self.topic_counters.bytes_out
+        for t in body.topics:
+            rt = resp.topics.add(name=t.name)
+            n = 0
+            for _ in t.partitions:
+                fields, data = parts[i]
+                i += 1
+                rt.partitions.add(**fields)
+                payloads.append(data)
+                n += len(data)
+            if n:
+                out[t.name] = out.get(t.name, 0) + n
+        return Reply(resp, payloads)
