@@ -50,7 +50,7 @@ from typing import Any
 
 from deploy.process import (LaunchError, free_port_block, is_alive, is_ours, port_accepts, send_signal, spawn,
                             stop_all, wait_for)
-from deploy.fleet_security import ClientEnv, FleetSecurity
+from deploy.fleet_security import CLIENT_KEY_NAME, ClientEnv, FleetSecurity
 from deploy.prometheus import scrape_config, target_of
 from deploy.zookeeper import ZooKeeperServer, ruok
 
@@ -499,6 +499,7 @@ class Fleet:
             self._spawn(self._records[ZK_NAME], zk=zk)
             self.wait_up(ZK_NAME)
             self._ensure_chroot()
+            self._grant_operator()
             for role in ROLES:
                 group = [r for r in self._records.values() if r.role == role]
                 for rec in group:
@@ -519,6 +520,31 @@ class Fleet:
                                session_timeout_ms=SESSION_TIMEOUT_MS,
                                auth=self.security.zk_auth())
         zkmod.close(client)
+
+    def _grant_operator(self) -> None:
+        """With CURVE, ACLs are enforced and nothing is open by default
+        (allow.everyone.if.no.acl.found=false): the fleet's own client key — the operator's,
+        which `make run`, the tools and the tests use — gets every operation on every topic,
+        group, transactional id and the cluster, written before any gateway starts. It is not
+        a super user: ClusterAction stays with the services' keys. Other keys get what
+        `riverbed acls` gives them."""
+        if not self.security.curve:
+            return
+        from services.common import zk as zkmod
+        from services.common.acl import store
+        from services.common.acl.authorizer import (CLUSTER_NAME, WILDCARD, AclEntry, Operation,
+                                                    Permission, ResourcePattern, ResourceType)
+        client = zkmod.connect(self.zk_connect, timeout_s=self.ready_timeout_s,
+                               session_timeout_ms=SESSION_TIMEOUT_MS, create_chroot=False,
+                               auth=self.security.zk_auth())
+        try:
+            entry = AclEntry(f"User:{CLIENT_KEY_NAME}", WILDCARD, Operation.ALL, Permission.ALLOW)
+            for rtype, name in ((ResourceType.TOPIC, WILDCARD), (ResourceType.GROUP, WILDCARD),
+                                (ResourceType.TRANSACTIONAL_ID, WILDCARD),
+                                (ResourceType.CLUSTER, CLUSTER_NAME)):
+                store.add_acls(client, ResourcePattern(rtype, name), [entry])
+        finally:
+            zkmod.close(client)
 
     def _service_endpoints(self) -> dict[str, list[str]]:
         """Each service's endpoints (its ROUTER, and its PUB if any): in its certificate."""

@@ -212,7 +212,9 @@ def test_client_key_gets_cluster_authorization_failed(fleet, acked):
 
 def test_key_rotation_under_load_loses_nothing(fleet, acked, tmp_path):
     sec = fleet.security
-    new_pub, new_secret = create_keypair(tmp_path / "pub", "client-2",
+    # a new key for the same principal (User:client: its ACLs carry over), shipped to the
+    # services under another file name beside the old one
+    new_pub, new_secret = create_keypair(tmp_path / "pub", "client",
                                          secret_dir=tmp_path / "sec")
     old = dict(curve_secret_key_file=str(sec.secret_key_file("client")),
                curve_server_keys_dir=str(sec.trust_dir), security_protocol="CURVE")

@@ -88,6 +88,9 @@ class Gateway:
         self._registrations = asyncio.Queue()   # one item per new ZooKeeper session
         self._refresh_task: asyncio.Task | None = None
         self._refresh_next: asyncio.Future | None = None
+        # (principal, client id) -> done once that client's request that waited for metadata
+        # has been answered (its later requests queue behind it: _routed)
+        self._metadata_waits: dict[tuple[str, str], asyncio.Future] = {}
         self._background: set[asyncio.Task] = set()
         self.refreshes = 0
         self._groups = GroupRouter(self)   # group/offset APIs -> coordinators
@@ -412,11 +415,29 @@ class Gateway:
         timeout = self._timeout(req)
         await self._ensure_metadata(timeout // 2)
         denied = authz.denied_routed_topics(api, body, self.guard.may(req))   # never forwarded
+        # One client's requests reach the leaders in the order they came (a producer's batches
+        # carry consecutive sequence numbers): while one of them waits for metadata, that
+        # client's later ones wait until it has been answered instead of overtaking it.
+        client = (req.principal, req.header.client_id)
+        ahead = self._metadata_waits.get(client)
+        if ahead is not None:
+            await asyncio.shield(ahead)
         plan = split(api, body, req.payloads, self.cache, denied)  # InvalidRequestError: envelope
-        if plan.unknown_topics:
+        if not plan.unknown_topics:
+            return await self._send_plan(api, plan, timeout)
+        gate = asyncio.get_running_loop().create_future()
+        self._metadata_waits[client] = gate
+        try:
             # Created through another gateway, or more partitions: ask before failing them.
             await self._wait_refresh(timeout // 2)
             plan = split(api, body, req.payloads, self.cache, denied)
+            return await self._send_plan(api, plan, timeout)
+        finally:
+            if self._metadata_waits.get(client) is gate:
+                del self._metadata_waits[client]
+            gate.set_result(None)
+
+    async def _send_plan(self, api: int, plan, timeout: int) -> rpc.Reply | None:
         subs = plan.sub_requests
         if not plan.expects_response:
             if len(subs) == 1:
