@@ -324,6 +324,8 @@ class Sender:
             self._poller = zmq.Poller()
             self._poller.register(chan.socket, zmq.POLLIN)
             self._poller.register(self._wake_r, zmq.POLLIN)
+            if getattr(chan, "monitor_socket", None) is not None:   # a lost gateway wakes us
+                self._poller.register(chan.monitor_socket, zmq.POLLIN)
             self._poller_channel = chan
         timeout = ready_delay_ms
         if self.in_flight:

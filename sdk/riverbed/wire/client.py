@@ -15,6 +15,11 @@ Socket choices
   pending requests then time out and the DEALER reconnects by itself).
 - Reconnects are automatic (ZMQ_RECONNECT_IVL, with a cap). A response whose correlation id is
   no longer awaited (timed out, or a one-way request) is dropped.
+- Fail fast (riverbed.wire.liveness, on unless fail_fast=False): a socket monitor and ZMTP
+  heartbeats tell the channel when its connection is down (refused, lost, silent peer). Every
+  request awaiting an answer then ends at once with a synthetic REQUEST_TIMED_OUT naming the
+  reason, as does each request sent while it stays down, so callers move to another gateway
+  within about a second instead of waiting out their request timeouts.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ import zmq
 from riverbed import errors
 from riverbed.wire.apis import api_name
 from riverbed.wire.dealer import DEFAULT_HWM, configure_dealer
+from riverbed.wire.liveness import ConnectionWatch
 from riverbed.wire.framing import (
     REQUEST_TIMED_OUT,
     Response,
@@ -60,7 +66,7 @@ class Channel:
     def __init__(self, endpoint: str, *, client_id: str = "", context: zmq.Context | None = None,
                  max_message_bytes: int = 100 * 1024 * 1024, linger_ms: int = 0,
                  max_pending: int = 10_000, reconnect_ivl_ms: int = 100,
-                 reconnect_ivl_max_ms: int = 2000):
+                 reconnect_ivl_max_ms: int = 2000, fail_fast: bool = True):
         self.endpoint = endpoint
         self.client_id = client_id
         self._ctx = context or zmq.Context.instance()
@@ -68,10 +74,13 @@ class Channel:
         configure_dealer(sock, max_message_bytes=max_message_bytes, linger_ms=linger_ms,
                          reconnect_ivl_ms=reconnect_ivl_ms,
                          reconnect_ivl_max_ms=reconnect_ivl_max_ms)
+        self._watch = ConnectionWatch(sock, endpoint) if fail_fast else None
         sock.connect(endpoint)
         self._sock = sock
         self._poller = zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)
+        if self._watch is not None:
+            self._poller.register(self._watch.socket, zmq.POLLIN)
         self._polling_out = False
         self._max_pending = max_pending
         self._next_corr = random.getrandbits(32)
@@ -100,6 +109,18 @@ class Channel:
         return self._sock.getsockopt(zmq.FD)
 
     @property
+    def monitor_socket(self) -> zmq.Socket | None:
+        """The connection monitor's socket (None without fail_fast): a caller polling this
+        channel's socket itself should poll this one too and then call recv(0)."""
+        return None if self._watch is None else self._watch.socket
+
+    @property
+    def down_reason(self) -> str | None:
+        """Why the connection is known to be down ("connection refused", "connection lost"),
+        or None while it is up or still being attempted."""
+        return None if self._watch is None else self._watch.down_reason
+
+    @property
     def wants_write(self) -> bool:
         """True while requests wait in the outbox for the connection: a caller polling many
         channels itself should then also poll this socket for POLLOUT and call flush()."""
@@ -126,6 +147,8 @@ class Channel:
                                 trace=current_trace_context(), payloads=payloads)
         if expect_response:
             deadline = _now_ms() + timeout_ms
+            if self._watch is not None and self._watch.down_reason is not None:
+                deadline = _now_ms()      # known down: answered at once by recv()/call()
             self._pending[corr] = (api, deadline)
             dl = self._deadlines
             if len(dl) > 2 * len(self._pending) + 64:   # drop entries of answered requests
@@ -187,6 +210,10 @@ class Channel:
         if self._deadlines:
             wait = min(wait, self._deadlines[0][0] - now)
         events = dict(self._poller.poll(max(0, int(wait + 0.999))))
+        if self._watch is not None and events.get(self._watch.socket):
+            reason = self._watch.process()
+            if reason is not None:
+                self._fail_pending()
         ev = events.get(self._sock, 0)
         if ev & zmq.POLLOUT:
             self.flush()
@@ -218,6 +245,20 @@ class Channel:
             return None
         return resp
 
+    def _fail_pending(self) -> None:
+        """The connection is down: what libzmq had taken is lost with it, what waits in the
+        outbox would go nowhere; every awaited request expires now (see _pop_expired)."""
+        now = _now_ms()
+        for corr, (api, _) in self._pending.items():
+            self._pending[corr] = (api, now)
+            heapq.heappush(self._deadlines, (now, corr))
+
+    def _expiry_message(self, api: int) -> str:
+        reason = self.down_reason
+        if reason is not None:
+            return f"{api_name(api)} to {self.endpoint} failed: {reason}"
+        return f"no response to {api_name(api)} from {self.endpoint} in time"
+
     def _pop_expired(self, now: float) -> Response | None:
         dl = self._deadlines
         while dl and dl[0][0] <= now:
@@ -227,8 +268,7 @@ class Channel:
                 continue  # already answered
             del self._pending[corr]
             api = entry[0]
-            return synthetic_response(corr, api, REQUEST_TIMED_OUT,
-                                      f"no response to {api_name(api)} from {self.endpoint} in time")
+            return synthetic_response(corr, api, REQUEST_TIMED_OUT, self._expiry_message(api))
         return None
 
     # -- request/response -----------------------------------------------------------------
@@ -239,11 +279,14 @@ class Channel:
         when the envelope carries an error."""
         corr = self.send(api, body, payloads=payloads, timeout_ms=timeout_ms,
                          api_version=api_version)
-        deadline = self._pending[corr][1]
         while True:
             now = _now_ms()
+            entry = self._pending.get(corr)
+            deadline = entry[1] if entry is not None else now
             if now >= deadline:
                 self._pending.pop(corr, None)
+                if self.down_reason is not None:
+                    raise errors.RequestTimedOutError(self._expiry_message(api))
                 raise errors.RequestTimedOutError(
                     f"no response to {api_name(api)} from {self.endpoint} in {timeout_ms} ms")
             expired = self._pop_expired(now)     # other requests' timeouts: kept for recv()
@@ -262,6 +305,8 @@ class Channel:
         if not self._closed:
             self._closed = True
             self._sock.close()
+            if self._watch is not None:
+                self._watch.close()
             self._pending.clear()
             self._outbox.clear()
 
@@ -275,5 +320,7 @@ class Channel:
         try:
             if not self._closed:
                 self._sock.close(linger=0)
+                if self._watch is not None:
+                    self._watch.close()
         except Exception:
             pass
