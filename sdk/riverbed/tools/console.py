@@ -127,7 +127,10 @@ def run_produce(args: argparse.Namespace) -> int:
                     break
                 except errors.KafkaTimeoutError:
                     if time.monotonic() >= deadline:
-                        raise
+                        producer.close(timeout=0)       # give up on what is left (it is reported)
+                        raise errors.KafkaTimeoutError(
+                            f"records to {args.topic} not acknowledged within --timeout-ms="
+                            f"{args.timeout_ms}") from None
                     watch.check()
             for fut in futures:
                 fut.result(timeout=0)
@@ -208,7 +211,14 @@ def run_consume(args: argparse.Namespace) -> int:
             last_record = time.monotonic()
             done = False
             while not done:
-                batches = consumer.poll(timeout_ms=200)
+                try:
+                    batches = consumer.poll(timeout_ms=200)
+                except errors.KafkaError as e:
+                    if not e.retriable:      # e.g. no leader to ask for offsets: wait, say so
+                        raise
+                    batches = {}
+                    watch.check()
+                    time.sleep(0.2)
                 now = time.monotonic()
                 if not batches:
                     if idle_limit_s is not None and now - last_record >= idle_limit_s:
