@@ -12,7 +12,7 @@ BASE_PORT ?= 9092
 PYTEST_ARGS ?=
 
 .PHONY: all install system venv proto test test-unit test-integration test-spark run bench \
-	spark-bench spark-env lint typecheck clean
+	spark-bench spark-env lint typecheck docs clean
 
 all: test
 
@@ -51,6 +51,11 @@ typecheck: venv
 	  tests/typing/user_program.py
 	-MYPYPATH=sdk $(VENV)/bin/mypy --python-version 3.11 --ignore-missing-imports -p riverbed
 
+# The SDK reference from its docstrings (pdoc) into build/docs/, and docs/configuration.md from
+# the clients' signatures. tests/unit/sdk/test_docs_build.py checks both in `make test`.
+docs: venv
+	$(PY) docs/build_docs.py --out build/docs
+
 test: install
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -82,4 +87,4 @@ spark-env: install
 	$(PY) -m jobs.pack_env --output dist/riverbed-spark-env.zip
 
 clean:
-	rm -rf $(RUN_DIR) .pytest_cache
+	rm -rf $(RUN_DIR) .pytest_cache build/docs
