@@ -115,6 +115,12 @@ class Channel:
         return None if self._watch is None else self._watch.socket
 
     @property
+    def connected(self) -> bool | None:
+        """True once the ZMTP handshake with the peer succeeded (and until the connection
+        breaks); None without fail_fast (nothing watches the connection)."""
+        return None if self._watch is None else self._watch.up
+
+    @property
     def down_reason(self) -> str | None:
         """Why the connection is known to be down ("connection refused", "connection lost"),
         or None while it is up or still being attempted."""
