@@ -6,7 +6,8 @@
             p.send("orders", b"hello").get(timeout=10)
 
 The plugin is registered through the `pytest11` entry point, so installing Riverbed is enough.
-It is inert until a test asks for one of its fixtures: nothing starts, no hook runs.
+It is inert until a test asks for one of its fixtures: nothing starts, and its only hook adds
+the options below (`-p no:riverbed` turns it off entirely).
 
 Fixtures
 - `riverbed_fleet` -> RiverbedFleet: ZooKeeper, a controller, storage node(s), a group

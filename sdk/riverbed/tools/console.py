@@ -24,7 +24,9 @@ QUIET_BEFORE_LEADER_CHECK_S = 1.0
 def add_commands(subparsers) -> None:
     p = subparsers.add_parser("produce", help="send lines from stdin as records",
                               description="Read lines from stdin and send each as a record "
-                                          "(like kafka-console-producer.sh).")
+                                          "(like kafka-console-producer.sh; keys with -K, "
+                                          "headers with -H). Says on stderr while a partition "
+                                          "has no leader.")
     add_bootstrap(p)
     p.add_argument("--topic", required=True, help="topic to write to")
     p.add_argument("--partition", type=int, default=None, help="write to this partition only")
@@ -46,8 +48,10 @@ def add_commands(subparsers) -> None:
     p.set_defaults(func=run_produce)
 
     c = subparsers.add_parser("consume", help="print records to stdout",
-                              description="Print records' values one per line "
-                                          "(like kafka-console-consumer.sh).")
+                              description="Print records' values one per line (like "
+                                          "kafka-console-consumer.sh), or in kcat's --format "
+                                          "or --json; as a group member with --group. Says on "
+                                          "stderr while a partition has no leader.")
     add_bootstrap(c)
     c.add_argument("--topic", required=True, help="topic to read")
     c.add_argument("--from-beginning", action="store_true",
