@@ -46,7 +46,8 @@ START_TIMEOUT_S = 180.0
 
 
 def free_base_port(host: str = "127.0.0.1", *, span: int = PORT_SPAN, attempts: int = 100) -> int:
-    """A base port P whose whole plan (P .. P+span-1) can be bound now."""
+    """A base port P whose whole plan (P .. P+span-1) can be bound now (as
+    deploy.process.free_port_block, which the SDK may not import)."""
     rng = random.Random()
     for _ in range(attempts):
         base = rng.randrange(20000, 60000 - span)

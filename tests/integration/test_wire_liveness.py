@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import zmq
@@ -98,3 +99,24 @@ def test_a_stopped_peer_is_noticed_by_the_heartbeats():
         os.kill(peer.pid, signal.SIGCONT)
         peer.kill()
         peer.wait(timeout=30)
+
+
+def test_a_channel_refused_at_first_works_once_the_peer_listens():
+    port = _closed_port()
+    with Channel(f"tcp://127.0.0.1:{port}") as ch:
+        with pytest.raises(errors.RequestTimedOutError, match="connection refused"):
+            ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+        router = zmq.Context.instance().socket(zmq.ROUTER)
+        try:
+            router.bind(f"tcp://127.0.0.1:{port}")
+            # libzmq reconnects by itself; the channel notices and sends again
+            deadline = time.monotonic() + 60
+            while not router.poll(0):
+                assert time.monotonic() < deadline, "never reconnected"
+                ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+                resp = ch.recv(50)
+                assert resp is None or "connection refused" in resp.error_message
+                time.sleep(0.02)
+            assert ch.down_reason is None
+        finally:
+            router.close(linger=0)

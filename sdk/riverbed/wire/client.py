@@ -151,10 +151,13 @@ class Channel:
         frames = encode_request(api, body, correlation_id=corr, client_id=self.client_id,
                                 api_version=api_version, timeout_ms=timeout_ms,
                                 trace=current_trace_context(), payloads=payloads)
+        known_down = False
+        if self._watch is not None and self._watch.down_reason is not None:
+            self._watch.process()         # events not polled yet: it may be back
+            known_down = self._watch.down_reason is not None
         if expect_response:
-            deadline = _now_ms() + timeout_ms
-            if self._watch is not None and self._watch.down_reason is not None:
-                deadline = _now_ms()      # known down: answered at once by recv()/call()
+            # known down: not sent; answered at once (REQUEST_TIMED_OUT) by recv()/call()
+            deadline = _now_ms() if known_down else _now_ms() + timeout_ms
             self._pending[corr] = (api, deadline)
             dl = self._deadlines
             if len(dl) > 2 * len(self._pending) + 64:   # drop entries of answered requests
@@ -162,6 +165,8 @@ class Channel:
                 heapq.heapify(dl)
             else:
                 heapq.heappush(dl, (deadline, corr))
+        if known_down:
+            return corr
         if self._outbox or not self._try_send(frames):
             self._outbox.append((corr, frames, expect_response))
             self._want_out(True)
@@ -258,6 +263,8 @@ class Channel:
         for corr, (api, _) in self._pending.items():
             self._pending[corr] = (api, now)
             heapq.heappush(self._deadlines, (now, corr))
+        self._outbox.clear()
+        self._want_out(False)
 
     def _expiry_message(self, api: int) -> str:
         reason = self.down_reason
