@@ -87,8 +87,9 @@ def _run(args: argparse.Namespace) -> int:
             names = [n for n in admin.list_topics() if args.topic is None or args.topic == n]
             if args.json:
                 print(json.dumps(names), file=out)
-            for name in names if not args.json else ():
-                print(name, file=out)
+            else:
+                for name in names:
+                    print(name, file=out)
         elif act == "describe":
             names = [args.topic] if args.topic else None
             descs = admin.describe_topics(names)
