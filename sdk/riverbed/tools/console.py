@@ -97,7 +97,7 @@ def run_produce(args: argparse.Namespace) -> int:
         print(f"Error: -H: {e}", file=sys.stderr)
         return 2
     stdin = sys.stdin.buffer
-    futures = []
+    futures: list = []
     count = 0
     bootstrap = bootstrap_of(args)
     watch = LeaderWatch(bootstrap, args.topic,

@@ -227,8 +227,8 @@ def _run(args: argparse.Namespace) -> int:
         elif act == "delete-offsets":
             parts = _partitions(args.partitions)
             if parts is None:
-                (desc,) = admin.describe_topics([args.topic])
-                parts = [p.partition for p in desc.partitions]
+                (tdesc,) = admin.describe_topics([args.topic])
+                parts = [p.partition for p in tdesc.partitions]
             admin.delete_group_offsets(args.group, [TopicPartition(args.topic, p) for p in parts])
             print(f"Deleted offsets of group '{args.group}' for {args.topic} partitions "
                   f"{','.join(map(str, parts))}.", file=out)

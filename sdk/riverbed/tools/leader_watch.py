@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 __all__ = ["LeaderWatch", "leader_changes"]
 
@@ -39,7 +39,7 @@ class LeaderWatch:
         self._clock = clock
         self._leaders: dict[int, int] = {}
         self._next = 0.0
-        self._admin = None
+        self._admin: Any = None      # riverbed.admin.Admin, created on the first check
 
     def check(self) -> None:
         """Ask for the topic's leaders if interval_s passed; print what changed. Errors asking

@@ -47,7 +47,7 @@ CONNECT_TIMEOUT_MS = 1000
 _WATCHED = (zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
             | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
             | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-_HANDSHAKE_FAILED = {zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed",
+_HANDSHAKE_FAILED: dict[int, str] = {zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake failed",
                      zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "ZMTP handshake failed (not a "
                                                           "Riverbed gateway?)",
                      zmq.EVENT_HANDSHAKE_FAILED_AUTH: "authentication failed"}
