@@ -51,7 +51,7 @@ def test_refused_connection_ends_a_call_with_the_reason():
         with pytest.raises(errors.RequestTimedOutError, match="connection refused"):
             ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
         assert ch.down_reason == "connection refused"
-        # while down, a new request is answered at once (a synthetic REQUEST_TIMED_OUT)
+        # while down, a new request fails at the next connection attempt (REQUEST_TIMED_OUT)
         ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
         resp = ch.recv(LONG_MS)
         assert resp is not None and not resp.ok and "connection refused" in resp.error_message

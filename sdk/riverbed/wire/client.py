@@ -16,10 +16,12 @@ Socket choices
 - Reconnects are automatic (ZMQ_RECONNECT_IVL, with a cap). A response whose correlation id is
   no longer awaited (timed out, or a one-way request) is dropped.
 - Fail fast (riverbed.wire.liveness, on unless fail_fast=False): a socket monitor and ZMTP
-  heartbeats tell the channel when its connection is down (refused, lost, silent peer). Every
-  request awaiting an answer then ends at once with a synthetic REQUEST_TIMED_OUT naming the
-  reason, as does each request sent while it stays down, so callers move to another gateway
-  within about a second instead of waiting out their request timeouts.
+  heartbeats tell the channel when a connection attempt fails or the connection breaks
+  (refused, lost, silent peer). Every request awaiting an answer then ends at once with a
+  synthetic REQUEST_TIMED_OUT naming the reason, so callers move to another gateway within
+  about a second instead of waiting out their request timeouts. A request sent while the peer
+  is away waits for libzmq's next attempt (at most reconnect_ivl_max_ms): sent if it connects,
+  failed if it does not.
 """
 from __future__ import annotations
 
@@ -151,13 +153,11 @@ class Channel:
         frames = encode_request(api, body, correlation_id=corr, client_id=self.client_id,
                                 api_version=api_version, timeout_ms=timeout_ms,
                                 trace=current_trace_context(), payloads=payloads)
-        known_down = False
-        if self._watch is not None and self._watch.down_reason is not None:
-            self._watch.process()         # events not polled yet: it may be back
-            known_down = self._watch.down_reason is not None
+        watch = self._watch
+        if watch is not None and not watch.up and watch.process() is not None:
+            self._fail_pending()          # attempts that failed before this request: not its own
         if expect_response:
-            # known down: not sent; answered at once (REQUEST_TIMED_OUT) by recv()/call()
-            deadline = _now_ms() if known_down else _now_ms() + timeout_ms
+            deadline = _now_ms() + timeout_ms
             self._pending[corr] = (api, deadline)
             dl = self._deadlines
             if len(dl) > 2 * len(self._pending) + 64:   # drop entries of answered requests
@@ -165,8 +165,6 @@ class Channel:
                 heapq.heapify(dl)
             else:
                 heapq.heappush(dl, (deadline, corr))
-        if known_down:
-            return corr
         if self._outbox or not self._try_send(frames):
             self._outbox.append((corr, frames, expect_response))
             self._want_out(True)

@@ -13,10 +13,12 @@ timeout (30 s). This module watches the socket instead:
   at once (its kernel closes the TCP connection). ZMQ_CONNECT_TIMEOUT bounds a connect to an
   address that drops SYNs.
 
-`ConnectionWatch.process()` folds the events into one fact the Channel acts on: the connection
-is down (with a reason for people), or it is not. A connection that never came up is down at
-its first failed attempt; one that was up is down when it breaks. libzmq keeps reconnecting by
-itself; the next CONNECTED clears the state.
+`ConnectionWatch.process()` folds the events into what the Channel acts on: a connection
+attempt failed or the connection broke (with a reason for people) — then every request waiting
+for this connection is failed — or nothing happened. libzmq keeps reconnecting by itself
+(ZMQ_RECONNECT_IVL, doubling up to its cap): each failed attempt fails what waits for it, so a
+request sent while the peer is away fails at the next attempt (within the cap, 2 s) and one
+sent just before the peer is back is delivered. The next CONNECTED clears `down_reason`.
 
 The wire is unchanged: heartbeats are ZMTP 3.1 PING/PONG commands that libzmq answers on the
 gateway's side without any option set there.
@@ -90,8 +92,9 @@ class ConnectionWatch:
         self.down_reason: str | None = None     # set while the connection is known down
 
     def process(self) -> str | None:
-        """Read every pending event. Returns the reason when the connection has just gone
-        down (a failed first connect, a broken connection, a failed handshake), else None."""
+        """Read every pending event. Returns the reason when a connection attempt failed or
+        the connection broke since the last call (a refused or timed-out connect, a lost
+        connection, a failed handshake), else None."""
         went_down: str | None = None
         while True:
             try:
@@ -112,18 +115,18 @@ class ConnectionWatch:
                     reason = "connection lost"
                 self.up = False
             elif kind == zmq.EVENT_CONNECT_RETRIED:
-                if not self.up and self.down_reason is None:
-                    reason = "cannot connect"
+                if not self.up:
+                    reason = self.down_reason
+                    if reason is None:      # the first failed attempt: find out why, once
+                        reason = probe_tcp(self.endpoint) or "cannot connect"
             elif kind in _HANDSHAKE_FAILED:
                 self.up = False
                 reason = _HANDSHAKE_FAILED[kind]
-            if reason is not None and self.down_reason is None:
-                if reason == "cannot connect":
-                    why = probe_tcp(self.endpoint)
-                    reason = why or reason
+            if reason is not None:
+                if self.down_reason is None:
+                    log.debug("connection to %s down: %s", self.endpoint, reason)
                 self.down_reason = reason
                 went_down = reason
-                log.debug("connection to %s down: %s", self.endpoint, reason)
 
     def close(self) -> None:
         self.socket.close(linger=0)
