@@ -165,6 +165,13 @@ class ClusterMetadata:
                                 self._internal.get(topic, False))
 
 
+def _fail_fast_channel(endpoint: str, **kw):
+    """The clients' gateway channel: a refused or lost connection ends the requests awaiting it
+    at once (riverbed.wire.liveness), so the client moves to the next gateway."""
+    from riverbed.wire.client import Channel
+    return Channel(endpoint, fail_fast=True, **kw)
+
+
 class GatewayConnection:
     """One Channel to one gateway at a time, with failover over bootstrap + learned gateways."""
 
@@ -174,8 +181,7 @@ class GatewayConnection:
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         if channel_factory is None:
-            from riverbed.wire.client import Channel
-            channel_factory = Channel
+            channel_factory = _fail_fast_channel
         self._channel_factory = channel_factory
         self._endpoints = list(self.bootstrap)
         self._index = 0

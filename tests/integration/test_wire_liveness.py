@@ -1,4 +1,5 @@
-"""riverbed.wire.liveness through the SDK's Channel, with real sockets and a real peer process.
+"""riverbed.wire.liveness through the SDK's Channel (fail_fast=True, as the clients open their
+gateway channels), with real sockets and a real peer process.
 
 Each request here has a two-minute timeout: an answer naming the reason ("connection refused",
 "connection lost") can only come from the connection monitor or the heartbeats, not from a
@@ -47,7 +48,7 @@ def _closed_port() -> int:
 
 
 def test_refused_connection_ends_a_call_with_the_reason():
-    with Channel(f"tcp://127.0.0.1:{_closed_port()}") as ch:
+    with Channel(f"tcp://127.0.0.1:{_closed_port()}", fail_fast=True) as ch:
         with pytest.raises(errors.RequestTimedOutError, match="connection refused"):
             ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
         assert ch.down_reason == "connection refused"
@@ -62,7 +63,7 @@ def test_lost_connection_ends_requests_in_flight():
     router = ctx.socket(zmq.ROUTER)
     port = router.bind_to_random_port("tcp://127.0.0.1")
     try:
-        with Channel(f"tcp://127.0.0.1:{port}") as ch:
+        with Channel(f"tcp://127.0.0.1:{port}", fail_fast=True) as ch:
             corr = ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
             for _ in range(600):                 # the channel hands it over once connected
                 assert ch.recv(50) is None
@@ -83,7 +84,7 @@ def test_a_stopped_peer_is_noticed_by_the_heartbeats():
     peer = subprocess.Popen([sys.executable, "-c", SILENT_PEER], stdout=subprocess.PIPE, text=True)
     try:
         port = int(peer.stdout.readline())
-        with Channel(f"tcp://127.0.0.1:{port}") as ch:
+        with Channel(f"tcp://127.0.0.1:{port}", fail_fast=True) as ch:
             # connected: a request to the live (silent) peer is not failed
             ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
             for _ in range(600):
@@ -103,7 +104,7 @@ def test_a_stopped_peer_is_noticed_by_the_heartbeats():
 
 def test_a_channel_refused_at_first_works_once_the_peer_listens():
     port = _closed_port()
-    with Channel(f"tcp://127.0.0.1:{port}") as ch:
+    with Channel(f"tcp://127.0.0.1:{port}", fail_fast=True) as ch:
         with pytest.raises(errors.RequestTimedOutError, match="connection refused"):
             ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
         router = zmq.Context.instance().socket(zmq.ROUTER)

@@ -15,7 +15,9 @@ Socket choices
   pending requests then time out and the DEALER reconnects by itself).
 - Reconnects are automatic (ZMQ_RECONNECT_IVL, with a cap). A response whose correlation id is
   no longer awaited (timed out, or a one-way request) is dropped.
-- Fail fast (riverbed.wire.liveness, on unless fail_fast=False): a socket monitor and ZMTP
+- Fail fast (riverbed.wire.liveness, with fail_fast=True, as the SDK's clients open their
+  gateway channels; off by default for other callers, whose requests wait out their own
+  timeouts as before): a socket monitor and ZMTP
   heartbeats tell the channel when a connection attempt fails or the connection breaks
   (refused, lost, silent peer). Every request awaiting an answer then ends at once with a
   synthetic REQUEST_TIMED_OUT naming the reason, so callers move to another gateway within
@@ -68,7 +70,7 @@ class Channel:
     def __init__(self, endpoint: str, *, client_id: str = "", context: zmq.Context | None = None,
                  max_message_bytes: int = 100 * 1024 * 1024, linger_ms: int = 0,
                  max_pending: int = 10_000, reconnect_ivl_ms: int = 100,
-                 reconnect_ivl_max_ms: int = 2000, fail_fast: bool = True):
+                 reconnect_ivl_max_ms: int = 2000, fail_fast: bool = False):
         self.endpoint = endpoint
         self.client_id = client_id
         self._ctx = context or zmq.Context.instance()
