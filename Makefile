@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 .PHONY: all install system venv proto test test-unit test-integration test-spark test-fault run bench \
 	bench-scale bench-failover \
-	spark-bench spark-env lint typecheck clean
+	spark-bench spark-env lint typecheck docs clean
 
 all: test
 
@@ -53,6 +53,11 @@ typecheck: venv
 	MYPYPATH=sdk $(VENV)/bin/mypy --strict --python-version 3.11 --follow-imports=silent \
 	  tests/typing/user_program.py
 	-MYPYPATH=sdk $(VENV)/bin/mypy --python-version 3.11 --ignore-missing-imports -p riverbed
+
+# The SDK reference from its docstrings (pdoc) into build/docs/, and docs/configuration.md from
+# the clients' signatures. tests/unit/sdk/test_docs_build.py checks both in `make test`.
+docs: venv
+	$(PY) docs/build_docs.py --out build/docs
 
 test: install
 	$(VENV)/bin/lint-imports
@@ -102,4 +107,4 @@ spark-env: install
 	$(PY) -m jobs.pack_env --output dist/riverbed-spark-env.zip
 
 clean:
-	rm -rf $(RUN_DIR) .pytest_cache
+	rm -rf $(RUN_DIR) .pytest_cache build/docs

@@ -37,7 +37,9 @@ class NullSinkChannel(Channel):
         server = ctx.socket(zmq.PAIR)
         server.bind(addr)
         # the base class's DEALER connects to an address nobody binds; it is swapped out below
-        super().__init__(addr + "-unused", client_id=client_id, context=ctx, **kw)
+        # (no connection monitor: nothing real is connected; riverbed.wire.liveness)
+        super().__init__(addr + "-unused", client_id=client_id, context=ctx, fail_fast=False,
+                         **kw)
         # swap the DEALER for a PAIR peer of the in-thread server
         self._poller.unregister(self._sock)
         self._sock.close(0)

@@ -494,7 +494,9 @@ class Admin(KafkaPythonAdminMixin):
                            ) -> dict[TopicPartition, tuple[int | None, int]]:
         """What reset-offsets would commit: tp -> (current committed or None, new offset).
         to = "earliest" | "latest" | an offset (int, clamped into [earliest, latest]) |
-        ("datetime", ms since the epoch): the first offset with a timestamp >= it (latest if none)."""
+        ("datetime", ms since the epoch): the first offset with a timestamp >= it (latest if none) |
+        "current": the committed offset (latest where none) | ("shift", n): the committed offset
+        plus n (n < 0 goes back), clamped into [earliest, latest] (from latest where none)."""
         meta = self.describe_topics([topic])[0]
         parts = sorted(partitions) if partitions is not None else [p.partition for p in meta.partitions]
         tps = [TopicPartition(topic, p) for p in parts]
@@ -507,11 +509,22 @@ class Admin(KafkaPythonAdminMixin):
         elif isinstance(to, tuple) and to[0] == "datetime":
             by_time = self._list_offsets({tp: int(to[1]) for tp in tps})
             new = {tp: by_time[tp] if by_time[tp] is not None else latest[tp] for tp in tps}
-        elif isinstance(to, int):
+        elif isinstance(to, int) and not isinstance(to, bool):
             new = {tp: min(max(to, earliest[tp] or 0), latest[tp] if latest[tp] is not None else to)
                    for tp in tps}
+        elif to == "current" or isinstance(to, tuple) and to[0] == "shift":
+            committed = self.list_group_offsets(group_id, tps)
+            shift = 0 if to == "current" else int(to[1])  # type: ignore[index]
+            new = {}
+            for tp in tps:
+                base = committed[tp].offset if tp in committed else latest[tp]
+                if base is None or latest[tp] is None:
+                    new[tp] = None
+                else:
+                    new[tp] = min(max(base + shift, earliest[tp] or 0), latest[tp])
         else:
-            raise ValueError(f"reset to {to!r}: expected earliest, latest, an offset or ('datetime', ms)")
+            raise ValueError(f"reset to {to!r}: expected earliest, latest, current, an offset, "
+                             "('datetime', ms) or ('shift', n)")
         missing = [tp for tp in tps if new.get(tp) is None]
         if missing:
             raise errors.LeaderNotAvailableError("no offsets answered", topic=missing[0].topic,

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Sequence
 from riverbed import errors, process_owner
 from riverbed._proto.v1 import header_pb2, metadata_pb2
 from riverbed.structs import BrokerInfo, GatewayInfo, PartitionInfo, TopicDescription, TopicPartition
+from riverbed.wire.apis import api_name
 
 __all__ = ["ClusterMetadata", "GatewayConnection", "DEFAULT_BOOTSTRAP", "default_bootstrap",
            "normalize_bootstrap", "resolve_bootstrap", "BOOTSTRAP_ENV"]
@@ -164,6 +165,13 @@ class ClusterMetadata:
                                 self._internal.get(topic, False))
 
 
+def _fail_fast_channel(endpoint: str, **kw):
+    """The clients' gateway channel: a refused or lost connection ends the requests awaiting it
+    at once (riverbed.wire.liveness), so the client moves to the next gateway."""
+    from riverbed.wire.client import Channel
+    return Channel(endpoint, fail_fast=True, **kw)
+
+
 class GatewayConnection:
     """One Channel to one gateway at a time, with failover over bootstrap + learned gateways."""
 
@@ -173,8 +181,7 @@ class GatewayConnection:
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         if channel_factory is None:
-            from riverbed.wire.client import Channel
-            channel_factory = Channel
+            channel_factory = _fail_fast_channel
         self._channel_factory = channel_factory
         self._endpoints = list(self.bootstrap)
         self._index = 0
@@ -226,15 +233,18 @@ class GatewayConnection:
         process_owner.check_owner(self._owner_pid, f"this client ({self.client_id})")
         timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
         tried = list(self._endpoints)
-        last: Exception | None = None
+        failures: list[str] = []
         for _ in range(len(tried)):
+            endpoint = self.endpoint
             try:
                 return self.channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms)
             except errors.RequestTimedOutError as e:
-                last = e
+                reason = getattr(self._channel, "down_reason", None) or \
+                    f"no answer within {timeout_ms} ms"
+                failures.append(f"{endpoint} ({reason})")
                 self.failover(str(e))
         raise errors.NoBrokersAvailable(
-            f"no gateway answered within {timeout_ms} ms; tried {', '.join(tried)} ({last})")
+            f"no gateway available for {api_name(api)}: tried {', '.join(failures)}")
 
     def fetch_metadata(self, topics: Iterable[str] | None = None, *,
                        allow_auto_topic_creation: bool = False,

@@ -152,6 +152,9 @@ class GroupMembership(CommittedOffsets):
         self.assigned: frozenset[TopicPartition] = frozenset()
         self._last_owned: frozenset[TopicPartition] = frozenset()   # sent as owned_partitions
         self._conn: GatewayConnection | None = None
+        # False until a gateway first answered: NoBrokersAvailable before that is a wrong or
+        # unreachable bootstrap, raised to the caller at once instead of retried
+        self._reached_gateway = False
         self._coordinator_endpoint: str | None = None
         self._next_heartbeat_ms = 0.0
         self.last_heartbeat_ok_ms = 0.0
@@ -271,10 +274,12 @@ class GroupMembership(CommittedOffsets):
                                  timeout_ms=self.request_timeout_ms).body
                 code, msg = resp.error_code, resp.error_message
             except errors.KafkaError as e:
-                if not e.retriable:
+                if not e.retriable or (isinstance(e, errors.NoBrokersAvailable)
+                                       and not self._reached_gateway):
                     conn.close()
                     raise
                 code, msg = e.code, str(e)
+            self._reached_gateway = True
             if code == 0:
                 endpoint = resp.endpoint
                 if endpoint and endpoint != conn.endpoint:
@@ -409,6 +414,8 @@ class GroupMembership(CommittedOffsets):
             except errors.KafkaError as e:
                 self.metrics.failed_rebalances += 1
                 if not (e.retriable or e.code in _COORDINATOR_LOST):
+                    raise
+                if isinstance(e, errors.NoBrokersAvailable) and not self._reached_gateway:
                     raise
                 if e.code in _COORDINATOR_LOST:
                     self._coordinator_lost(str(e))

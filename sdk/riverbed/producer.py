@@ -436,7 +436,14 @@ class Producer:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                self._metadata_changed.wait_for(lambda: meta.version != version, timeout=left)
+                # No gateway reachable and none ever was: say so now (kafka-python raises
+                # NoBrokersAvailable from its constructor) rather than after max_block_ms.
+                self._metadata_changed.wait_for(
+                    lambda: meta.version != version or self._unreachable() is not None,
+                    timeout=left)
+                unreachable = self._unreachable()
+                if unreachable is not None:
+                    raise unreachable
                 n = meta.num_partitions(topic)
                 if n is not None:
                     if partition is None or partition < n:
@@ -450,6 +457,12 @@ class Producer:
         raise errors.KafkaTimeoutError(
             f"topic {topic} not present in metadata after max_block_ms={self._max_block_ms}"
             + (f" (last error: {self._sender.metadata_error})" if self._sender.metadata_error else ""))
+
+    def _unreachable(self) -> errors.NoBrokersAvailable | None:
+        err = self._sender.metadata_error
+        if self._conn.metadata.version == 0 and isinstance(err, errors.NoBrokersAvailable):
+            return err
+        return None
 
     # -- metadata ------------------------------------------------------------------------------
     def partitions_for(self, topic: str) -> set[int]:

@@ -366,6 +366,8 @@ class Sender:
             self._poller = zmq.Poller()
             self._poller.register(chan.socket, zmq.POLLIN)
             self._poller.register(self._wake_r, zmq.POLLIN)
+            if getattr(chan, "monitor_socket", None) is not None:   # a lost gateway wakes us
+                self._poller.register(chan.monitor_socket, zmq.POLLIN)
             self._poller_channel = chan
         timeout = self._poll_timeout(ready_delay_ms, now)
         if timeout > 0:

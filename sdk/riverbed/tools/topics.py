@@ -1,7 +1,9 @@
-"""`topics create|list|describe|alter|delete` (Kafka's kafka-topics.sh)."""
+"""`topics create|list|describe|alter|delete` (Kafka's kafka-topics.sh); `list` and
+`describe` take `--json` for scripts."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from riverbed.tools.common import add_bootstrap, bootstrap_of, parse_kv
@@ -25,8 +27,11 @@ def add_command(subparsers) -> None:
     c.add_argument("--replication-factor", type=int, default=-1, help="replicas per partition (default: the cluster's default.replication.factor)")
     c.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config override; repeat for more")
     c.add_argument("--if-not-exists", action="store_true", help="do nothing if the topic exists")
-    action("list", "list topics", False)
+    li = action("list", "list topics", False)
+    li.add_argument("--json", action="store_true", help="print a JSON list on stdout")
     d = action("describe", "describe topics: partitions, leaders, replicas, ISR, configs", False)
+    d.add_argument("--json", action="store_true",
+                   help="print the topics as JSON on stdout (leader null where none)")
     d.add_argument("--under-replicated-partitions", action="store_true",
                    help="only partitions whose ISR is smaller than their replica set")
     d.add_argument("--unavailable-partitions", action="store_true",
@@ -54,6 +59,16 @@ def format_description(desc) -> list[str]:
     return lines
 
 
+def description_json(desc) -> dict:
+    return {"name": desc.name, "internal": desc.is_internal,
+            "replication_factor": desc.replication_factor, "configs": dict(desc.configs),
+            "partitions": [{"partition": p.partition,
+                            "leader": p.leader if p.leader >= 0 else None,
+                            "replicas": list(p.replicas), "isr": list(p.isr),
+                            "offline_replicas": list(p.offline_replicas)}
+                           for p in desc.partitions]}
+
+
 def _run(args: argparse.Namespace) -> int:
     from riverbed import errors
     from riverbed.admin import Admin
@@ -72,12 +87,26 @@ def _run(args: argparse.Namespace) -> int:
                 raise
             print(f'Created topic "{args.topic}".', file=out)
         elif act == "list":
-            for name in admin.list_topics():
-                if args.topic is None or args.topic == name:
+            names = [n for n in admin.list_topics() if args.topic is None or args.topic == n]
+            if args.json:
+                print(json.dumps(names), file=out)
+            else:
+                for name in names:
                     print(name, file=out)
         elif act == "describe":
             names = [args.topic] if args.topic else None
-            for desc in admin.describe_topics(names):
+            descs = admin.describe_topics(names)
+            if args.json:
+                items = [description_json(d) for d in descs]
+                if args.under_replicated_partitions or args.unavailable_partitions:
+                    for item in items:
+                        item["partitions"] = [
+                            p for p in item["partitions"]
+                            if (args.under_replicated_partitions and len(p["isr"]) < len(p["replicas"]))
+                            or (args.unavailable_partitions and p["leader"] is None)]
+                print(json.dumps(items, indent=2), file=out)
+                return 0
+            for desc in descs:
                 lines = format_description(desc)
                 parts = list(desc.partitions)
                 if args.under_replicated_partitions or args.unavailable_partitions:

@@ -15,6 +15,15 @@ Socket choices
   pending requests then time out and the DEALER reconnects by itself).
 - Reconnects are automatic (ZMQ_RECONNECT_IVL, with a cap). A response whose correlation id is
   no longer awaited (timed out, or a one-way request) is dropped.
+- Fail fast (riverbed.wire.liveness, with fail_fast=True, as the SDK's clients open their
+  gateway channels; off by default for other callers, whose requests wait out their own
+  timeouts as before): a socket monitor and ZMTP
+  heartbeats tell the channel when a connection attempt fails or the connection breaks
+  (refused, lost, silent peer). Every request awaiting an answer then ends at once with a
+  synthetic REQUEST_TIMED_OUT naming the reason, so callers move to another gateway within
+  about a second instead of waiting out their request timeouts. A request sent while the peer
+  is away waits for libzmq's next attempt (at most reconnect_ivl_max_ms): sent if it connects,
+  failed if it does not.
 """
 from __future__ import annotations
 
@@ -30,6 +39,7 @@ import zmq
 from riverbed import errors
 from riverbed.wire.apis import api_name
 from riverbed.wire.dealer import DEFAULT_HWM, configure_dealer
+from riverbed.wire.liveness import ConnectionWatch
 from riverbed.wire.framing import (
     REQUEST_TIMED_OUT,
     Response,
@@ -65,7 +75,8 @@ class Channel:
     def __init__(self, endpoint: str, *, client_id: str = "", context: zmq.Context | None = None,
                  max_message_bytes: int = 100 * 1024 * 1024, linger_ms: int = 0,
                  max_pending: int = 10_000, reconnect_ivl_ms: int = 100,
-                 reconnect_ivl_max_ms: int = 2000, security=None):
+                 reconnect_ivl_max_ms: int = 2000, security=None,
+                 fail_fast: bool = False):
         """`security`: a riverbed.wire.security.ClientSecurity; None reads the RIVERBED_*
         environment variables (riverbed.wire.security.client_security)."""
         self.endpoint = endpoint
@@ -87,6 +98,7 @@ class Channel:
                 # a server whose key we do not know cannot be reached securely: to this
                 # client it is unreachable (retriable; the SDK fails over to another gateway)
                 raise errors.NetworkError(str(e)) from None
+            self._watch = ConnectionWatch(sock, endpoint) if fail_fast else None
             sock.connect(endpoint)
         except Exception:
             sock.close(linger=0)
@@ -94,6 +106,8 @@ class Channel:
         self._sock = sock
         self._poller = zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)
+        if self._watch is not None:
+            self._poller.register(self._watch.socket, zmq.POLLIN)
         self._polling_out = False
         self._max_pending = max_pending
         self._next_corr = random.getrandbits(32)
@@ -122,6 +136,24 @@ class Channel:
         return self._sock.getsockopt(zmq.FD)
 
     @property
+    def monitor_socket(self) -> zmq.Socket | None:
+        """The connection monitor's socket (None without fail_fast): a caller polling this
+        channel's socket itself should poll this one too and then call recv(0)."""
+        return None if self._watch is None else self._watch.socket
+
+    @property
+    def connected(self) -> bool | None:
+        """True once the ZMTP handshake with the peer succeeded (and until the connection
+        breaks); None without fail_fast (nothing watches the connection)."""
+        return None if self._watch is None else self._watch.up
+
+    @property
+    def down_reason(self) -> str | None:
+        """Why the connection is known to be down ("connection refused", "connection lost"),
+        or None while it is up or still being attempted."""
+        return None if self._watch is None else self._watch.down_reason
+
+    @property
     def wants_write(self) -> bool:
         """True while requests wait in the outbox for the connection: a caller polling many
         channels itself should then also poll this socket for POLLOUT and call flush()."""
@@ -146,6 +178,9 @@ class Channel:
         frames = encode_request(api, body, correlation_id=corr, client_id=self.client_id,
                                 api_version=api_version, timeout_ms=timeout_ms,
                                 trace=current_trace_context(), payloads=payloads)
+        watch = self._watch
+        if watch is not None and not watch.up and watch.process() is not None:
+            self._fail_pending()          # attempts that failed before this request: not its own
         if expect_response:
             deadline = _now_ms() + timeout_ms
             self._pending[corr] = (api, deadline)
@@ -225,7 +260,12 @@ class Channel:
     def _wait(self, timeout_ms: int) -> int:
         """Block until the socket is readable (or writable while the outbox waits) or
         timeout_ms passed; the events. riverbed.aio's channel awaits here instead."""
-        return dict(self._poller.poll(timeout_ms)).get(self._sock, 0)
+        events = dict(self._poller.poll(timeout_ms))
+        if self._watch is not None and events.get(self._watch.socket):
+            reason = self._watch.process()      # refused, lost or silent: fail what waits
+            if reason is not None:
+                self._fail_pending()
+        return events.get(self._sock, 0)
 
     def _match(self, frames: list) -> Response | None:
         try:
@@ -244,6 +284,22 @@ class Channel:
             return None
         return resp
 
+    def _fail_pending(self) -> None:
+        """The connection is down: what libzmq had taken is lost with it, what waits in the
+        outbox would go nowhere; every awaited request expires now (see _pop_expired)."""
+        now = _now_ms()
+        for corr, (api, _) in self._pending.items():
+            self._pending[corr] = (api, now)
+            heapq.heappush(self._deadlines, (now, corr))
+        self._outbox.clear()
+        self._want_out(False)
+
+    def _expiry_message(self, api: int) -> str:
+        reason = self.down_reason
+        if reason is not None:
+            return f"{api_name(api)} to {self.endpoint} failed: {reason}"
+        return f"no response to {api_name(api)} from {self.endpoint} in time"
+
     def _pop_expired(self, now: float) -> Response | None:
         dl = self._deadlines
         while dl and dl[0][0] <= now:
@@ -253,8 +309,7 @@ class Channel:
                 continue  # already answered
             del self._pending[corr]
             api = entry[0]
-            return synthetic_response(corr, api, REQUEST_TIMED_OUT,
-                                      f"no response to {api_name(api)} from {self.endpoint} in time")
+            return synthetic_response(corr, api, REQUEST_TIMED_OUT, self._expiry_message(api))
         return None
 
     # -- request/response -----------------------------------------------------------------
@@ -265,11 +320,14 @@ class Channel:
         when the envelope carries an error."""
         corr = self.send(api, body, payloads=payloads, timeout_ms=timeout_ms,
                          api_version=api_version)
-        deadline = self._pending[corr][1]
         while True:
             now = _now_ms()
+            entry = self._pending.get(corr)
+            deadline = entry[1] if entry is not None else now
             if now >= deadline:
                 self._pending.pop(corr, None)
+                if self.down_reason is not None:
+                    raise errors.RequestTimedOutError(self._expiry_message(api))
                 raise errors.RequestTimedOutError(
                     f"no response to {api_name(api)} from {self.endpoint} in {timeout_ms} ms")
             expired = self._pop_expired(now)     # other requests' timeouts: kept for recv()
@@ -288,6 +346,8 @@ class Channel:
         if not self._closed:
             self._closed = True
             self._sock.close()
+            if self._watch is not None:
+                self._watch.close()
             self._pending.clear()
             self._outbox.clear()
 
@@ -301,5 +361,7 @@ class Channel:
         try:
             if not self._closed:
                 self._sock.close(linger=0)
+                if self._watch is not None:
+                    self._watch.close()
         except Exception:
             pass

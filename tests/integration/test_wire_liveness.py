@@ -1,0 +1,123 @@
+"""riverbed.wire.liveness through the SDK's Channel (fail_fast=True, as the clients open their
+gateway channels), with real sockets and a real peer process.
+
+Each request here has a two-minute timeout: an answer naming the reason ("connection refused",
+"connection lost") can only come from the connection monitor or the heartbeats, not from a
+timeout (whose message says "no response ... in time").
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import zmq
+
+from riverbed import errors
+from riverbed._proto.v1 import header_pb2, metadata_pb2
+from riverbed.wire.client import Channel
+
+pytestmark = pytest.mark.integration
+
+LONG_MS = 120_000
+METADATA = header_pb2.ApiKey.METADATA
+
+# A ROUTER that never answers (a hung gateway once it is SIGSTOPped); prints its port.
+SILENT_PEER = textwrap.dedent("""
+    import sys, time, zmq
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    print(port, flush=True)
+    while True:
+        if sock.poll(100):
+            sock.recv_multipart()
+""")
+
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_refused_connection_ends_a_call_with_the_reason():
+    with Channel(f"tcp://127.0.0.1:{_closed_port()}", fail_fast=True) as ch:
+        with pytest.raises(errors.RequestTimedOutError, match="connection refused"):
+            ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+        assert ch.down_reason == "connection refused"
+        # while down, a new request fails at the next connection attempt (REQUEST_TIMED_OUT)
+        ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+        resp = ch.recv(LONG_MS)
+        assert resp is not None and not resp.ok and "connection refused" in resp.error_message
+
+
+def test_lost_connection_ends_requests_in_flight():
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        with Channel(f"tcp://127.0.0.1:{port}", fail_fast=True) as ch:
+            corr = ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+            for _ in range(600):                 # the channel hands it over once connected
+                assert ch.recv(50) is None
+                if router.poll(0):
+                    break
+            else:
+                raise AssertionError("the request never arrived")
+            router.recv_multipart()              # taken, never answered
+            router.close(linger=0)
+            resp = ch.recv(LONG_MS)
+            assert resp is not None and resp.correlation_id == corr
+            assert not resp.ok and "connection lost" in resp.error_message
+    finally:
+        router.close(linger=0)
+
+
+def test_a_stopped_peer_is_noticed_by_the_heartbeats():
+    peer = subprocess.Popen([sys.executable, "-c", SILENT_PEER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(peer.stdout.readline())
+        with Channel(f"tcp://127.0.0.1:{port}", fail_fast=True) as ch:
+            # connected: a request to the live (silent) peer is not failed
+            ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+            for _ in range(600):
+                assert ch.recv(50) is None and ch.down_reason is None
+                if ch.connected:
+                    break
+            assert ch.connected
+            os.kill(peer.pid, signal.SIGSTOP)    # its TCP stays open; only PONGs stop
+            resp = ch.recv(LONG_MS)
+            assert resp is not None and not resp.ok
+            assert "connection lost" in resp.error_message
+    finally:
+        os.kill(peer.pid, signal.SIGCONT)
+        peer.kill()
+        peer.wait(timeout=30)
+
+
+def test_a_channel_refused_at_first_works_once_the_peer_listens():
+    port = _closed_port()
+    with Channel(f"tcp://127.0.0.1:{port}", fail_fast=True) as ch:
+        with pytest.raises(errors.RequestTimedOutError, match="connection refused"):
+            ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+        router = zmq.Context.instance().socket(zmq.ROUTER)
+        try:
+            router.bind(f"tcp://127.0.0.1:{port}")
+            # libzmq reconnects by itself; the channel notices and sends again
+            deadline = time.monotonic() + 60
+            while not router.poll(0):
+                assert time.monotonic() < deadline, "never reconnected"
+                ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+                resp = ch.recv(50)
+                assert resp is None or "connection refused" in resp.error_message
+                time.sleep(0.02)
+            assert ch.down_reason is None
+        finally:
+            router.close(linger=0)
