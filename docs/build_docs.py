@@ -18,7 +18,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 MODULES = ["riverbed", "riverbed.producer", "riverbed.consumer", "riverbed.admin",
            "riverbed.structs", "riverbed.errors", "riverbed.consumer_groups",
            "riverbed.partitioner", "riverbed.futures", "riverbed.kafka_python_admin",
-           "riverbed.records", "riverbed.wire", "riverbed.testing"]
+           "riverbed.records", "riverbed.wire", "riverbed.testing", "riverbed.aio",
+           "riverbed.log_dirs"]
 
 
 def _config_reference():

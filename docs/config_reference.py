@@ -36,6 +36,11 @@ PRODUCER = {
     "value_serializer": ("value.serializer", "callable turning a value into bytes"),
     "metadata_max_age_ms": ("metadata.max.age.ms", "metadata is refreshed at least this often"),
     "close_timeout_ms": (None, "Riverbed: how long the producer flushes at interpreter exit when the program did not close it"),
+    "batch_size_max": (None, "Riverbed: a partition's batch grows past `batch_size` (doubling while full batches wait to be sent) up to this many bytes, and shrinks back when the queue empties; default `min(512 KiB, max_request_size, buffer_memory / 8)`; `batch_size_max=batch_size` gives Kafka's fixed batches"),
+    "security_protocol": ("security.protocol", "`\"CURVE\"` (CurveZMQ: encrypted, the client authenticated by its key) or `\"NONE\"`; default `$RIVERBED_SECURITY_PROTOCOL`, the properties file in `$RIVERBED_CLIENT_PROPERTIES`, else NONE"),
+    "curve_secret_key_file": (None, "Riverbed: the client's `zmq.auth` secret key file (its principal is `User:<name>` of the certificate)"),
+    "curve_server_public_key": (None, "Riverbed: the gateways' public key (Z85), when all share one"),
+    "curve_server_keys_dir": (None, "Riverbed: a directory of servers' public certificates, each naming its endpoints; a gateway's key is looked up by its endpoint"),
 }
 CONSUMER = {
     "topics": (None, "positional: topics to subscribe to at once (with `group_id`) or later with `subscribe()`/`assign()`"),
@@ -61,6 +66,10 @@ CONSUMER = {
     "heartbeat_interval_ms": ("heartbeat.interval.ms", "interval of the heartbeats (sent from `poll()`)"),
     "max_poll_interval_ms": ("max.poll.interval.ms", "a member that does not call `poll()` for this long leaves the group"),
     "partition_assignment_strategy": ("partition.assignment.strategy", "assignors in order of preference: `\"range\"`, `\"roundrobin\"`, `\"sticky\"`"),
+    "security_protocol": PRODUCER["security_protocol"],
+    "curve_secret_key_file": PRODUCER["curve_secret_key_file"],
+    "curve_server_public_key": PRODUCER["curve_server_public_key"],
+    "curve_server_keys_dir": PRODUCER["curve_server_keys_dir"],
 }
 ADMIN = {
     "bootstrap_servers": PRODUCER["bootstrap_servers"],
@@ -68,6 +77,10 @@ ADMIN = {
     "client_id": ("client.id", "name sent with every request; default `riverbed-admin-<pid>`"),
     "request_timeout_ms": PRODUCER["request_timeout_ms"],
     "retry_backoff_ms": PRODUCER["retry_backoff_ms"],
+    "security_protocol": PRODUCER["security_protocol"],
+    "curve_secret_key_file": PRODUCER["curve_secret_key_file"],
+    "curve_server_public_key": PRODUCER["curve_server_public_key"],
+    "curve_server_keys_dir": PRODUCER["curve_server_keys_dir"],
 }
 TABLES = {"Producer": PRODUCER, "Consumer": CONSUMER, "Admin": ADMIN}
 
