@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -116,8 +117,9 @@ def write_inventory(bed: TestBed, path: pathlib.Path, wheelhouse: pathlib.Path,
 
 
 @pytest.fixture(scope="module")
-def bed(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("deploy")
+def bed():
+    # Not under pytest's basetemp: other pytest runs on this shared machine prune old basetemps.
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="riverbed-deploy-"))
     wheelhouse = workdir / "wheelhouse"
     t0 = time.monotonic()
     run([str(ANSIBLE_DIR / "files" / "build-wheelhouse.sh"), sys.executable, str(REPO), str(wheelhouse)],
@@ -142,6 +144,13 @@ def bed(tmp_path_factory):
             except Exception as e:  # noqa: BLE001 - logs are a courtesy; teardown must go on
                 print(f"fetch-logs failed: {e}", file=sys.stderr)
             print("deployment figures: " + json.dumps(State.figures), file=sys.stderr)
+    # Keep the logs (ansible-logs/, fetched-logs/) of a failed run; drop the bulk either way.
+    for bulky in ("disks", "wheelhouse", "hosts"):
+        shutil.rmtree(workdir / bulky, ignore_errors=True)
+    if State.failed_stage is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"deployment test logs kept in {workdir}", file=sys.stderr)
 
 
 @pytest.fixture(autouse=True)
@@ -354,8 +363,26 @@ def test_decommission_moves_every_partition_off_the_node(bed):
     assert still == after
 
 
+PERF_ARGS = ["--num-records", "200000", "--record-size", "100", "--acks", "all", "--create-topic",
+             "--partitions", "3", "--replication-factor", "3", "--no-progress"]
+
+
 @pytest.mark.skipif(not os.environ.get("RIVERBED_DEPLOY_PERF"), reason="figures only: set RIVERBED_DEPLOY_PERF=1")
-def test_perf_through_the_deployed_gateway(bed):
-    perf = shutil.which("riverbed-perf", path=str(pathlib.Path(sys.executable).parent))
-    r = bed.client_run([perf, "--help"], check=False)
-    print(r.stdout[:2000])
+def test_perf_through_the_deployed_fleet_next_to_a_local_fleet(bed, tmp_path):
+    """Figures, no threshold: riverbed-perf produce through the deployed gateway (from the client
+    namespace) and through a local fleet (`deploy.fleet.Fleet`) on this same machine."""
+    from deploy.fleet import Fleet, free_base_port
+
+    perf = str(pathlib.Path(sys.executable).parent / "riverbed-perf")
+    deployed = tmp_path / "deployed.json"
+    bed.client_run([perf, "produce", "--bootstrap-server", State.bootstrap, "--topic", "perf-deployed",
+                    *PERF_ARGS, "--json", str(deployed)], timeout=900)
+    local = tmp_path / "local.json"
+    with Fleet(tmp_path / "fleet", free_base_port(), storage_nodes=3) as fleet:
+        fleet.up()
+        run([perf, "produce", "--bootstrap-server", fleet.gateway_endpoint, "--topic", "perf-local",
+             *PERF_ARGS, "--json", str(local)], timeout=900)
+    d, loc = json.loads(deployed.read_text()), json.loads(local.read_text())
+    State.figures["perf_produce"] = {"deployed": d, "local": loc}
+    print("riverbed-perf produce, deployed:", json.dumps(d)[:1500])
+    print("riverbed-perf produce, local fleet:", json.dumps(loc)[:1500])
