@@ -308,7 +308,8 @@ def test_rolling_restart_under_an_idempotent_producer_loses_nothing(bed):
         t1 = windows[i + 1][0] if i + 1 < len(windows) else acks[-1]
         inside = [t for t in acks if t0 <= t <= t1]
         before = [t for t in acks if t < t0][-1:]
-        series = before + inside
+        after = [t for t in acks if t > t1][:1]     # a window without any ack is one long gap
+        series = before + inside + after
         gaps[h] = round(max((b - a for a, b in zip(series, series[1:])), default=0.0), 2)
     State.figures["rolling_restart_longest_ack_gap_s_per_host"] = gaps
     State.figures["rolling_restart_records"] = {k: report[k] for k in ("acked", "read", "lost", "duplicates", "out_of_order")}
@@ -361,6 +362,19 @@ def test_decommission_moves_every_partition_off_the_node(bed):
     assert bed.ssh(host("h4"), "/opt/riverbed/bin/riverbedctl status storage-3", check=False).returncode == 0
     still = {(p["topic"], p["partition"]): p for p in client("describe", "--bootstrap", State.bootstrap)["partitions"]}
     assert still == after
+
+
+def test_add_storage_node_rejoins_and_takes_partitions(bed):
+    """h5 (storage node 4, decommissioned above) joins again with add-storage-node.yml: its disk
+    already holds a file system, which is kept (never reformatted), and partitions move onto it."""
+    device = host("h5").disks[0].device
+    uuid_before = run(["blkid", "-p", "-o", "value", "-s", "UUID", device]).stdout.strip()
+    joined = bed.ansible("add-storage-node.yml", State.inventory, "-e", "riverbed_new_host=h5", timeout=1200)
+    assert all(r["failed"] == 0 for r in joined.recap().values())
+    assert run(["blkid", "-p", "-o", "value", "-s", "UUID", device]).stdout.strip() == uuid_before
+    parts = client("describe", "--bootstrap", State.bootstrap)["partitions"]
+    assert any(4 in p["replicas"] for p in parts), parts
+    assert all(sorted(p["isr"]) == sorted(p["replicas"]) for p in parts), parts
 
 
 PERF_ARGS = ["--num-records", "200000", "--record-size", "100", "--acks", "all", "--create-topic",
