@@ -11,9 +11,9 @@ RUN_DIR ?= run
 BASE_PORT ?= 9092
 PYTEST_ARGS ?=
 
-.PHONY: all install system venv proto test test-unit test-integration test-spark test-fault run bench \
-	bench-scale bench-failover \
-	spark-bench spark-env lint typecheck docs clean
+.PHONY: all install system venv proto test test-unit test-integration test-spark test-fault \
+	test-deploy run bench bench-scale bench-failover spark-bench spark-env lint typecheck docs \
+	clean ansible-collections ansible-lint wheelhouse
 
 all: test
 
@@ -22,14 +22,16 @@ install: system venv
 # Debian's zookeeper package ships only jars: nothing is started (see RECIPES.md). Prometheus
 # (the observability tests scrape a live fleet with it) is started by the tests, never as a daemon.
 # xfsprogs/e2fsprogs: the storage-fault suite formats loop devices XFS and ext4 (tests/fault).
+# openssh-server, xfsprogs and e2fsprogs: the deployment test bed's hosts (sshd per network
+# namespace, XFS/ext4 data disks); the package's own sshd is not started (no init system here).
 system:
 	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null \
-	    || ! command -v prometheus >/dev/null || ! command -v mkfs.xfs >/dev/null \
-	    || ! command -v mkfs.ext4 >/dev/null; then \
-	  echo "installing zookeeper, a JRE, prometheus, xfsprogs and e2fsprogs from Debian's packages"; \
+	    || ! command -v prometheus >/dev/null || [ ! -x /usr/sbin/sshd ] \
+	    || ! command -v mkfs.xfs >/dev/null || ! command -v mkfs.ext4 >/dev/null; then \
+	  echo "installing zookeeper, a JRE, prometheus, openssh-server, xfsprogs, e2fsprogs from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless \
-	    prometheus xfsprogs e2fsprogs >/dev/null; \
+	    prometheus openssh-server openssh-client xfsprogs e2fsprogs >/dev/null; \
 	fi
 
 venv: $(STAMP)
@@ -39,6 +41,28 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c requirements.lock -e '.[dev,spark]'
 	@touch $(STAMP)
+
+# ansible.posix and community.general for ansible/, taken out of the `ansible` wheel (its version
+# pinned in requirements.lock) into a git-ignored directory: never committed, no Galaxy needed.
+ANSIBLE_COLLECTIONS := .ansible-collections
+ANSIBLE_COLLECTIONS_STAMP := $(ANSIBLE_COLLECTIONS)/.extracted
+ansible-collections: $(ANSIBLE_COLLECTIONS_STAMP)
+
+$(ANSIBLE_COLLECTIONS_STAMP): requirements.lock $(STAMP)
+	@rm -rf $(ANSIBLE_COLLECTIONS) && mkdir -p $(ANSIBLE_COLLECTIONS)/wheel
+	$(PY) -m pip download -q --no-deps -c requirements.lock ansible -d $(ANSIBLE_COLLECTIONS)/wheel
+	$(PY) -c 'import sys, zipfile, glob; z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/wheel/ansible-*.whl")[0]); \
+	  z.extractall(sys.argv[1], [n for n in z.namelist() if n.startswith(("ansible_collections/ansible/posix/", \
+	  "ansible_collections/community/general/"))])' $(ANSIBLE_COLLECTIONS)
+	@rm -rf $(ANSIBLE_COLLECTIONS)/wheel && touch $@
+
+ansible-lint: venv ansible-collections
+	ANSIBLE_CONFIG=ansible/ansible.cfg $(VENV)/bin/ansible-lint ansible/
+
+# The build ansible/ ships to hosts without internet access: the project's wheel and its locked
+# runtime dependencies (site.yml builds it when missing; upgrade.yml installs a new one).
+wheelhouse: venv
+	ansible/files/build-wheelhouse.sh $(PY) . dist/wheelhouse
 
 # Regenerate the protobuf code from proto/ (tests/unit/test_proto_fresh.py fails when stale).
 proto: venv
@@ -59,8 +83,9 @@ typecheck: venv
 docs: venv
 	$(PY) docs/build_docs.py --out build/docs
 
-test: install
+test: install ansible-collections
 	$(VENV)/bin/lint-imports
+	ANSIBLE_CONFIG=ansible/ansible.cfg $(VENV)/bin/ansible-lint ansible/
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv
@@ -78,6 +103,12 @@ test-fault: install
 # fleet (one local SparkSession for the run). `make test` runs it too.
 test-spark: install
 	$(PY) -m pytest -m spark tests/spark $(PYTEST_ARGS)
+
+# The Ansible roles against five real SSH hosts built from network namespaces on this machine
+# (tests/deploy; `make test` runs it too). Skips itself, with the reason, without root, network
+# namespaces or loop devices.
+test-deploy: install ansible-collections
+	$(PY) -m pytest -m deploy tests/deploy -rs $(PYTEST_ARGS)
 
 # A local fleet in the foreground, state under $(RUN_DIR)/; Ctrl-C stops all of it.
 run: install

@@ -1,0 +1,175 @@
+"""Filters that turn the inventory into Riverbed's services, with the local fleet's own templates.
+
+The `.properties` keys and values come from `deploy.fleet.ROLES[role].config(...)`, the very
+functions `riverbed fleet up` writes its files with, so a host and a local fleet are configured
+one way; the Prometheus scrape configuration comes from `deploy.prometheus.scrape_config`.
+Ansible runs on the control machine from the project's virtualenv (the checkout is installed
+there), so `deploy` is importable; the repository root is added to sys.path as a fallback.
+
+    services = inventory_hostname | riverbed_host_services(hostvars, groups, settings)
+    text = groups['all'] | riverbed_scrape_config(hostvars, groups, settings)
+
+`settings` is a dict of the shared variables (see roles/riverbed_common/defaults/main.yml):
+ports, metrics_port_offset, data_dir, config_dir, log_dir, zookeeper_client_port,
+zookeeper_chroot, config_overrides, venv.
+"""
+from __future__ import annotations
+
+import pathlib
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+try:
+    from deploy.fleet import ROLES, ConfigContext
+    from deploy.prometheus import scrape_config, target_of
+except ImportError:  # ansible-playbook run by a Python without the project installed
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+    from deploy.fleet import ROLES, ConfigContext
+    from deploy.prometheus import scrape_config, target_of
+
+# Start order on a host (the fleet's ROLES order); stop order is the reverse.
+SERVICE_ROLES = tuple(ROLES)
+
+
+class RiverbedInventoryError(ValueError):
+    """The inventory cannot describe a fleet (a storage node without an id, ...)."""
+
+
+def _hv(hostvars: Mapping, host: str) -> Mapping:
+    return hostvars[host] if host in hostvars else {}
+
+
+def host_address(hostvars: Mapping, host: str) -> str:
+    return str(_hv(hostvars, host).get("ansible_host", host))
+
+
+def zk_connect(hostvars: Mapping, groups: Mapping, settings: Mapping) -> str:
+    zk_hosts = list(groups.get("zookeeper", []))
+    if not zk_hosts:
+        raise RiverbedInventoryError("the inventory has no host in group 'zookeeper'")
+    port = int(settings.get("zookeeper_client_port", 2181))
+    return ",".join(f"{host_address(hostvars, h)}:{port}" for h in zk_hosts) + str(
+        settings.get("zookeeper_chroot", "/riverbed"))
+
+
+def service_id(hostvars: Mapping, groups: Mapping, role: str, host: str) -> int:
+    hv = _hv(hostvars, host)
+    if role == "storage_node":
+        if hv.get("riverbed_node_id") is None:
+            raise RiverbedInventoryError(f"storage node {host} has no riverbed_node_id (broker.id)")
+        return int(hv["riverbed_node_id"])
+    ids = hv.get("riverbed_ids") or {}
+    if ids.get(role) is not None:
+        return int(ids[role])
+    return list(groups[role]).index(host) + 1
+
+
+def log_dirs(hostvars: Mapping, host: str, workdir: str) -> list[str]:
+    disks = _hv(hostvars, host).get("riverbed_data_disks") or []
+    return [f"{str(d['mount']).rstrip('/')}/logs" for d in disks] or [f"{workdir}/logs"]
+
+
+def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mapping) -> list[dict[str, Any]]:
+    """The Riverbed processes `host` runs, in start order, each with its rendered properties."""
+    ports_by_role = settings["ports"]
+    offset = int(settings.get("metrics_port_offset", 200))
+    counts = {role: len(groups.get(role, [])) for role in SERVICE_ROLES}
+    overrides = settings.get("config_overrides") or {}
+    address = host_address(hostvars, host)
+    connect = zk_connect(hostvars, groups, settings)
+    out = []
+    for role in SERVICE_ROLES:
+        if host not in groups.get(role, []):
+            continue
+        spec = ROLES[role]
+        index = service_id(hostvars, groups, role, host)
+        name = f"{spec.prefix}-{index}"
+        ports = {k: int(v) for k, v in ports_by_role[role].items()}
+        ports["metrics.port"] = ports["port"] + offset
+        workdir = f"{settings['data_dir']}/{name}"
+        ctx = ConfigContext(index=index, host=address, ports=ports, workdir=pathlib.Path(workdir),
+                            zk_connect=connect, role_counts=counts)
+        props = dict(spec.config(ctx))
+        if role == "storage_node":
+            props["log.dirs"] = ",".join(log_dirs(hostvars, host, workdir))
+        for target, kv in overrides.items():
+            if str(target).replace("-", "_") == role:
+                props.update({str(k): str(v) for k, v in kv.items()})
+        props.update({str(k): str(v) for k, v in (overrides.get(name) or {}).items()})
+        out.append({
+            "name": name, "role": role, "id": index, "module": spec.module, "host": address,
+            "port": ports["port"], "metrics_port": ports["metrics.port"],
+            "config": f"{settings['config_dir']}/{name}.properties", "workdir": workdir,
+            "log": f"{settings['log_dir']}/{name}.log",
+            "log_dirs": props.get("log.dirs", "").split(",") if role == "storage_node" else [],
+            # The local fleet's command (Fleet._command): python -m <module> --config FILE.
+            "argv": [f"{settings.get('venv', '/opt/riverbed/venv')}/bin/python", "-m", spec.module,
+                     "--config", f"{settings['config_dir']}/{name}.properties"],
+            "properties": props})
+    return out
+
+
+def all_services(hosts: list[str], hostvars: Mapping, groups: Mapping, settings: Mapping) -> list[dict[str, Any]]:
+    return [s for h in hosts for s in host_services(h, hostvars, groups, settings)]
+
+
+def scrape_config_text(hosts: list[str], hostvars: Mapping, groups: Mapping, settings: Mapping) -> str:
+    """The Prometheus scrape configuration for every service on `hosts` (deploy/prometheus.py)."""
+    targets = [target_of(s["name"], s["role"], f"http://{s['host']}:{s['metrics_port']}/metrics", s["host"])
+               for s in all_services(hosts, hostvars, groups, settings)]
+    return scrape_config(targets)
+
+
+def properties_text(service: Mapping[str, Any]) -> str:
+    lines = [f"# {service['name']} ({service['role']}) -- managed by Ansible (roles/riverbed_service);",
+             "# the same keys `riverbed fleet up` writes (deploy/fleet.py). Local edits are overwritten."]
+    lines += [f"{k}={v}" for k, v in service["properties"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def reassign_json_lines(stdout: str) -> list[dict]:
+    """The JSON documents `riverbed partitions reassign --generate` prints (current, proposed)."""
+    import json
+    return [json.loads(line) for line in str(stdout).splitlines() if line.strip().startswith("{")]
+
+
+def decommission_plan(current: Mapping[str, Any], node_id: int, remaining: list[int]) -> dict[str, Any]:
+    """A reassignment (Kafka's JSON) that moves every replica off `node_id`, each to the remaining
+    storage node with the fewest replicas that does not already hold that partition, keeping each
+    partition's replica count and the replica's place in the list (so a preferred leader stays
+    preferred where it was not the node leaving). Only partitions that change are listed.
+    Raises RiverbedInventoryError when a partition would fall below its replication factor."""
+    node_id = int(node_id)
+    nodes = sorted({int(n) for n in remaining} - {node_id})
+    parts = [(str(p["topic"]), int(p["partition"]), [int(r) for r in p["replicas"]])
+             for p in current.get("partitions", [])]
+    load = {n: 0 for n in nodes}
+    for _, _, replicas in parts:
+        for r in replicas:
+            if r in load:
+                load[r] += 1
+    moves = []
+    for topic, partition, replicas in sorted(parts):
+        if node_id not in replicas:
+            continue
+        candidates = [n for n in nodes if n not in replicas]
+        if not candidates:
+            raise RiverbedInventoryError(
+                f"refusing to decommission storage node {node_id}: {topic}-{partition} has "
+                f"replication factor {len(replicas)} and only {len(nodes)} other storage node(s) "
+                f"({','.join(map(str, nodes)) or 'none'}) remain")
+        target = min(candidates, key=lambda n: (load[n], n))
+        load[target] += 1
+        moves.append({"topic": topic, "partition": partition,
+                      "replicas": [target if r == node_id else r for r in replicas]})
+    return {"version": 1, "partitions": moves}
+
+
+class FilterModule:
+    def filters(self):
+        return {"riverbed_host_services": host_services, "riverbed_all_services": all_services,
+                "riverbed_zk_connect": zk_connect, "riverbed_scrape_config": scrape_config_text,
+                "riverbed_properties_text": properties_text,
+                "riverbed_reassign_json_lines": reassign_json_lines,
+                "riverbed_decommission_plan": decommission_plan}

@@ -1,0 +1,402 @@
+"""The Ansible roles against five real SSH hosts (tests/deploy/deploy_testbed.py), through SSH only.
+
+One test bed for the module; the tests run in order and each needs the ones before it:
+validate-hosts.yml + site.yml from bare hosts -> an RF3 topic through the gateway, produce and
+consume with the SDK from the client namespace -> mount options, sysctl drop-in and rendered
+configs on the hosts -> site.yml again changes nothing -> rolling-restart.yml under an acks=all
+idempotent producer loses nothing -> one ZooKeeper killed, producing goes on -> a storage node
+decommissioned (its partitions moved), and a second one refused (RF would drop).
+
+Skips (one line why) without root, network namespaces, loop devices, sshd or the collections.
+Set RIVERBED_DEPLOY_PERF=1 to also run riverbed-perf through the deployed gateway (figures only).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+import yaml
+
+from deploy_testbed import ANSIBLE_DIR, REPO, TestBed, run, unavailable_reason
+
+pytestmark = [pytest.mark.deploy, pytest.mark.timeout(1800)]
+
+_REASON = unavailable_reason()
+if _REASON:
+    pytestmark.append(pytest.mark.skip(reason=f"deployment test bed unavailable: {_REASON}"))
+
+CLIENT = pathlib.Path(__file__).resolve().parent / "deploy_client.py"
+TOPIC = "deploy-rf3"
+PARTITIONS = 3
+
+# h1: ZooKeeper 1, controller 1, gateway; ZooKeeper's txn log on its own (XFS) disk
+# h2: ZooKeeper 2, controller 2, storage 1 (two XFS disks: two log.dirs)
+# h3: ZooKeeper 3, storage 2 (ext4), group coordinator
+# h4: storage 3 (XFS), offset manager
+# h5: storage 4 (ext4, data=writeback asked)
+LAYOUT = {
+    "zookeeper": ["h1", "h2", "h3"],
+    "controller": ["h1", "h2"],
+    "storage_node": ["h2", "h3", "h4", "h5"],
+    "gateway": ["h1"],
+    "group_coordinator": ["h3"],
+    "offset_manager": ["h4"],
+}
+DISKS = {"h2": ["xfs", "xfs"], "h3": ["ext4"], "h4": ["xfs"], "h5": ["ext4"]}
+FAST_OVERRIDES = {
+    # Quick failure detection and controlled-shutdown retries (as the fault ring's fleet).
+    "storage_node": {"replica.lag.time.max.ms": "4000", "replica.fetch.wait.max.ms": "200",
+                     "controlled.shutdown.retry.backoff.ms": "500"},
+}
+
+
+class State:
+    bed: TestBed
+    inventory: pathlib.Path
+    bootstrap: str
+    figures: dict = {}
+    failed_stage: str | None = None
+
+
+def write_inventory(bed: TestBed, path: pathlib.Path, wheelhouse: pathlib.Path,
+                    layout: dict[str, list[str]]) -> None:
+    hosts = {h.name: h for h in bed.hosts}
+    host_vars = {}
+    for h in bed.hosts:
+        # remote tmp private to each host (a bind mount), unlike root's home on this shared file
+        # system; set per host so that the control machine's own (localhost) tasks keep theirs.
+        hv: dict = {"ansible_host": h.address, "ansible_remote_tmp": "/var/lib/riverbed/.ansible-tmp"}
+        if h.name in layout["zookeeper"]:
+            hv["zookeeper_myid"] = int(h.name[1:])
+        if h.name in DISKS:
+            hv["riverbed_node_id"] = int(h.name[1:]) - 1
+        disks = [d for d in h.disks if d.mount.startswith("/srv/riverbed/")]
+        hv["riverbed_data_disks"] = [{"device": d.device, "fstype": d.fstype, "mount": d.mount} for d in disks]
+        txn = [d for d in h.disks if d.mount.startswith("/srv/zookeeper")]
+        if txn:
+            hv["zookeeper_txn_log_disk"] = {"device": txn[0].device, "fstype": txn[0].fstype, "mount": txn[0].mount}
+        if h.name == "h5":
+            hv["riverbed_ext4_data_writeback"] = True
+        host_vars[h.name] = hv
+    inv = {"all": {
+        "vars": {
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(bed.key),
+            "ansible_ssh_common_args": f"-o UserKnownHostsFile={bed.known_hosts} -o StrictHostKeyChecking=yes",
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "riverbed_service_manager": "pidfile",
+            # vm.* and limits are global to the machine: written and checked, never applied here.
+            "riverbed_apply_kernel_settings": False,
+            "riverbed_install_os_packages": False,   # the JRE and ZooKeeper are the machine's
+            "riverbed_wheelhouse_dir": str(wheelhouse),
+            "riverbed_build_wheelhouse": False,
+            "riverbed_prometheus_config": str(path.parent / "prometheus.yml"),
+            "zookeeper_heap_mb": 256,
+            "riverbed_config_overrides": FAST_OVERRIDES,
+            "riverbed_health_retries": 90,
+            # The bed's clock is the machine's (no NTP daemon here; skew is still checked), and
+            # its hard open-files limit is the machine's (limits are global, not per namespace).
+            "riverbed_require_clock_sync": False,
+            "riverbed_min_open_files": 4096,
+        },
+        "hosts": {name: host_vars[name] for name in hosts},
+        "children": {group: {"hosts": {h: None for h in members}} for group, members in layout.items()},
+    }}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(inv, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def bed():
+    # Not under pytest's basetemp: other pytest runs on this shared machine prune old basetemps.
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="riverbed-deploy-"))
+    wheelhouse = workdir / "wheelhouse"
+    t0 = time.monotonic()
+    run([str(ANSIBLE_DIR / "files" / "build-wheelhouse.sh"), sys.executable, str(REPO), str(wheelhouse)],
+        timeout=900)
+    State.figures["wheelhouse_build_s"] = round(time.monotonic() - t0, 1)
+    with TestBed(workdir, hosts=5) as tb:
+        hosts = {h.name: h for h in tb.hosts}
+        tb.add_disk(hosts["h1"], "xfs", "/srv/zookeeper/txnlog")
+        for name, types in DISKS.items():
+            for i, fstype in enumerate(types, start=1):
+                tb.add_disk(hosts[name], fstype, f"/srv/riverbed/data{i}")
+        State.bed = tb
+        State.inventory = workdir / "inventory" / "hosts.yml"
+        write_inventory(tb, State.inventory, wheelhouse, LAYOUT)
+        State.bootstrap = f"tcp://{hosts['h1'].address}:9092"
+        try:
+            yield tb
+        finally:
+            try:
+                tb.ansible("fetch-logs.yml", State.inventory, "-e",
+                           f"riverbed_fetch_logs_dir={workdir / 'fetched-logs'}", check=False, timeout=300)
+            except Exception as e:  # noqa: BLE001 - logs are a courtesy; teardown must go on
+                print(f"fetch-logs failed: {e}", file=sys.stderr)
+            print("deployment figures: " + json.dumps(State.figures), file=sys.stderr)
+    # Keep the logs (ansible-logs/, fetched-logs/) of a failed run; drop the bulk either way.
+    for bulky in ("disks", "wheelhouse", "hosts"):
+        shutil.rmtree(workdir / bulky, ignore_errors=True)
+    if State.failed_stage is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        print(f"deployment test logs kept in {workdir}", file=sys.stderr)
+
+
+@pytest.fixture(autouse=True)
+def _in_order(bed):
+    """Each stage needs the ones before it (conftest.py records a failed stage in State)."""
+    if State.failed_stage is not None:
+        pytest.skip(f"an earlier stage failed: {State.failed_stage}")
+
+
+def client(*args: str, timeout: float = 300) -> dict:
+    r = State.bed.client_run([sys.executable, str(CLIENT), *args], timeout=timeout)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def host(name: str):
+    return {h.name: h for h in State.bed.hosts}[name]
+
+
+# --- 1. from bare hosts ---------------------------------------------------------------------------
+
+def test_validate_hosts_then_site_from_bare_hosts(bed):
+    v = bed.ansible("validate-hosts.yml", State.inventory)
+    assert v.recap() and all(h["failed"] == 0 and h["unreachable"] == 0 for h in v.recap().values())
+    # Nothing of Riverbed is on any host yet.
+    for h in bed.hosts:
+        assert not (h.private("opt-riverbed") / "venv").exists()
+    site = bed.ansible("site.yml", State.inventory, timeout=2400)
+    State.figures["site_from_bare_hosts_s"] = round(site.elapsed_s, 1)
+    recap = site.recap()
+    assert set(recap) == {h.name for h in bed.hosts}
+    assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap.values()), recap
+    # Every process the inventory asks for runs, on its host, under its pid file.
+    expected = {"h1": ["zookeeper", "controller-1", "gateway-1"],
+                "h2": ["zookeeper", "controller-2", "storage-1"],
+                "h3": ["zookeeper", "storage-2", "group-coordinator-1"],
+                "h4": ["storage-3", "offset-manager-1"], "h5": ["storage-4"]}
+    for name, procs in expected.items():
+        for proc in procs:
+            r = bed.ssh(host(name), f"/opt/riverbed/bin/riverbedctl status {proc}", check=False)
+            assert r.returncode == 0, f"{proc} on {name}: {r.stdout} {r.stderr}"
+
+
+def test_rf3_topic_through_the_gateway_with_the_sdk(bed):
+    created = client("topic", "--bootstrap", State.bootstrap, "--topic", TOPIC,
+                     "--partitions", str(PARTITIONS), "--replication-factor", "3")
+    assert len(created["partitions"]) == PARTITIONS
+    assert all(len(p["replicas"]) == 3 and set(p["replicas"]) <= {1, 2, 3, 4} for p in created["partitions"])
+    smoke = client("smoke", "--bootstrap", State.bootstrap, "--topic", TOPIC, "--count", "300")
+    assert smoke["acked"] == 300 and smoke["all_read"], smoke
+
+
+def test_hosts_have_tuned_disks_drop_ins_and_rendered_configs(bed):
+    # Mount options as the seeds advise, seen from inside each host's own mount namespace.
+    for name, types in DISKS.items():
+        mounts = bed.ssh(host(name), "cat /proc/self/mounts").stdout
+        for i, fstype in enumerate(types, start=1):
+            line = next((ln for ln in mounts.splitlines() if f" /srv/riverbed/data{i} " in ln), None)
+            assert line is not None, f"{name}: /srv/riverbed/data{i} not mounted:\n{mounts}"
+            dev, _, fs, opts = line.split()[:4]
+            assert fs == fstype
+            opts = set(opts.split(","))
+            assert "noatime" in opts
+            if fstype == "xfs":
+                assert {"inode64", "logbsize=256k"} <= opts, opts
+            elif name == "h5":
+                assert "data=writeback" in opts, opts
+            else:
+                assert "data=writeback" not in opts, opts
+        props = bed.ssh(host(name), "cat /etc/riverbed/storage-*.properties").stdout
+        log_dirs = re.search(r"^log\.dirs=(.*)$", props, re.M).group(1).split(",")
+        assert log_dirs == [f"/srv/riverbed/data{i}/logs" for i in range(1, len(types) + 1)]
+        # The mounts are the host's own: the machine's namespace does not see them.
+    machine_mounts = pathlib.Path("/proc/self/mounts").read_text()
+    assert "/srv/riverbed/data1 " not in machine_mounts
+    # ZooKeeper's transaction log on its own disk.
+    zoo = bed.ssh(host("h1"), "cat /etc/riverbed/zookeeper/zoo.cfg").stdout
+    assert "dataLogDir=/srv/zookeeper/txnlog/zookeeper-txnlog" in zoo
+    assert all(f"server.{i}={host(f'h{i}').address}:2888:3888" in zoo for i in (1, 2, 3))
+    assert "autopurge.purgeInterval=24" in zoo
+    assert bed.ssh(host("h2"), "cat /var/lib/riverbed/zookeeper/myid").stdout.strip() == "2"
+    # The sysctl and limits drop-ins, written on every host (applied only on real hosts).
+    for h in bed.hosts:
+        sysctl = bed.ssh(h, "cat /etc/sysctl.d/60-riverbed.conf").stdout
+        for key in ("vm.swappiness = 1", "vm.dirty_background_ratio = 5", "vm.dirty_ratio = 60",
+                    "vm.max_map_count = 262144"):
+            assert key in sysctl
+        assert "nofile 100000" in bed.ssh(h, "cat /etc/security/limits.d/60-riverbed.conf").stdout
+    assert not pathlib.Path("/etc/sysctl.d/60-riverbed.conf").exists()   # the machine's own untouched
+    # Every .properties file is what the local fleet's templates give for that host.
+    storage = bed.ssh(host("h3"), "cat /etc/riverbed/storage-2.properties").stdout
+    assert "broker.id=2" in storage and f"host.name={host('h3').address}" in storage
+    zk = ",".join(f"{host(f'h{i}').address}:2181" for i in (1, 2, 3)) + "/riverbed"
+    assert f"zookeeper.connect={zk}" in storage
+    assert "metrics.port=9392" in storage
+    ctrl = bed.ssh(host("h1"), "cat /etc/riverbed/controller-1.properties").stdout
+    assert "default.replication.factor=3" in ctrl and "pub.port=9111" in ctrl
+    # The Prometheus scrape configuration names every service's metrics endpoint.
+    prom = (State.inventory.parent / "prometheus.yml").read_text()
+    assert f'"{host("h3").address}:9392"' in prom and f'"{host("h1").address}:9292"' in prom
+    assert prom.count("- targets:") == 9
+
+
+def test_site_rerun_changes_nothing(bed):
+    again = bed.ansible("site.yml", State.inventory)
+    State.figures["site_rerun_s"] = round(again.elapsed_s, 1)
+    assert again.changed() == 0, {h: r for h, r in again.recap().items() if r.get("changed")}
+
+
+# --- 2. operations ---------------------------------------------------------------------------------
+
+def _restart_windows(bed) -> list[tuple[float, str]]:
+    """(time, host) of each host's first 'stopping' line written by riverbedctl."""
+    out = []
+    for h in bed.hosts:
+        first = None
+        for log in (h.private("var-log-riverbed")).glob("*.log"):
+            for m in re.finditer(r"^===== (\S+ \S+) stopping", log.read_text(errors="replace"), re.M):
+                t = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+                first = t if first is None else min(first, t)
+        if first is not None:
+            out.append((first, h.name))
+    return sorted(out)
+
+
+def test_rolling_restart_under_an_idempotent_producer_loses_nothing(bed):
+    work = State.inventory.parent
+    stop, ready, result = work / "rr.stop", work / "rr.ready", work / "rr.json"
+    since = time.time()
+    proc = bed.client_popen([sys.executable, str(CLIENT), "verify", "--bootstrap", State.bootstrap,
+                             "--topic", TOPIC, "--partitions", str(PARTITIONS), "--out", str(result),
+                             "--stop-file", str(stop), "--ready-file", str(ready)], work / "rr-producer.log")
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert proc.poll() is None, (work / "rr-producer.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the verifying producer did not start"
+            time.sleep(0.2)
+        rr = bed.ansible("rolling-restart.yml", State.inventory, timeout=1200)
+        State.figures["rolling_restart_s"] = round(rr.elapsed_s, 1)
+        assert all(r["failed"] == 0 for r in rr.recap().values())
+        stop.write_text("stop\n")
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, (work / "rr-producer.log").read_text()[-3000:]
+    report = json.loads(result.read_text())
+    # Unavailability per host: the longest gap between two acknowledgements while that host was
+    # the one being restarted (from its first 'stopping' until the next host's).
+    windows = [(t, h) for t, h in _restart_windows(bed) if t >= since]
+    acks = report["ack_times"]
+    gaps = {}
+    for i, (t0, h) in enumerate(windows):
+        t1 = windows[i + 1][0] if i + 1 < len(windows) else acks[-1]
+        inside = [t for t in acks if t0 <= t <= t1]
+        before = [t for t in acks if t < t0][-1:]
+        after = [t for t in acks if t > t1][:1]     # a window without any ack is one long gap
+        series = before + inside + after
+        gaps[h] = round(max((b - a for a, b in zip(series, series[1:])), default=0.0), 2)
+    State.figures["rolling_restart_longest_ack_gap_s_per_host"] = gaps
+    State.figures["rolling_restart_records"] = {k: report[k] for k in ("acked", "read", "lost", "duplicates", "out_of_order")}
+    assert {h for _, h in windows} == {h.name for h in bed.hosts}, windows   # every host restarted
+    assert report["ok"], report["describe"]
+    assert report["lost"] == 0 and report["out_of_order"] == 0
+    assert report["duplicates"] == 0, report["describe"]   # idempotent: each record once
+
+
+def test_the_fleet_survives_losing_one_zookeeper(bed):
+    h3 = host("h3")
+    pid = int((h3.private("var-lib-riverbed") / "run" / "zookeeper.pid").read_text())
+    cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"org.apache.zookeeper.server.quorum.QuorumPeerMain" in cmdline  # ours, still that JVM
+    assert pid in bed.host_pids(h3)
+    os.kill(pid, signal.SIGKILL)
+    out = State.inventory.parent / "zk.json"
+    report = client("verify", "--bootstrap", State.bootstrap, "--topic", TOPIC,
+                    "--partitions", str(PARTITIONS), "--out", str(out), "--acks", "600", timeout=600)
+    State.figures["after_zookeeper_loss"] = {k: report[k] for k in ("acked", "lost", "duplicates")}
+    assert report["ok"] and report["lost"] == 0, report["describe"]
+    # Bring it back for what follows (site.yml starts what is not running).
+    bed.ansible("site.yml", State.inventory)
+    assert bed.ssh(h3, "/opt/riverbed/bin/riverbedctl status zookeeper", check=False).returncode == 0
+
+
+def test_decommission_moves_every_partition_off_the_node(bed):
+    leaving = host("h5")   # storage node 4
+    before = client("describe", "--bootstrap", State.bootstrap)["partitions"]
+    on_it = [p for p in before if 4 in p["replicas"]]
+    assert on_it, "storage node 4 holds no partition: nothing to move"
+    bed.ansible("decommission-storage-node.yml", State.inventory, "-e", "riverbed_decommission_host=h5",
+                timeout=1200)
+    after = {(p["topic"], p["partition"]): p for p in client("describe", "--bootstrap", State.bootstrap)["partitions"]}
+    for p in before:
+        q = after[(p["topic"], p["partition"])]
+        assert 4 not in q["replicas"], q
+        assert len(q["replicas"]) == len(p["replicas"]), (p, q)     # replication factor kept
+        assert sorted(q["isr"]) == sorted(q["replicas"]), q
+    assert bed.ssh(leaving, "/opt/riverbed/bin/riverbedctl status storage-4", check=False).returncode == 3
+    # With node 4 gone from the inventory, taking another away would leave RF3 partitions on
+    # two nodes: the playbook refuses and changes nothing.
+    layout = {**LAYOUT, "storage_node": ["h2", "h3", "h4"]}
+    smaller = State.inventory.parent / "after-decommission.yml"
+    write_inventory(bed, smaller, pathlib.Path(yaml.safe_load(State.inventory.read_text())["all"]["vars"]["riverbed_wheelhouse_dir"]), layout)
+    refused = bed.ansible("decommission-storage-node.yml", smaller, "-e", "riverbed_decommission_host=h4",
+                          check=False)
+    assert refused.rc != 0
+    assert "refusing to decommission storage node 3" in refused.stdout
+    assert bed.ssh(host("h4"), "/opt/riverbed/bin/riverbedctl status storage-3", check=False).returncode == 0
+    still = {(p["topic"], p["partition"]): p for p in client("describe", "--bootstrap", State.bootstrap)["partitions"]}
+    assert still == after
+
+
+def test_add_storage_node_rejoins_and_takes_partitions(bed):
+    """h5 (storage node 4, decommissioned above) joins again with add-storage-node.yml: its disk
+    already holds a file system, which is kept (never reformatted), and partitions move onto it."""
+    device = host("h5").disks[0].device
+    uuid_before = run(["blkid", "-p", "-o", "value", "-s", "UUID", device]).stdout.strip()
+    joined = bed.ansible("add-storage-node.yml", State.inventory, "-e", "riverbed_new_host=h5", timeout=1200)
+    assert all(r["failed"] == 0 for r in joined.recap().values())
+    assert run(["blkid", "-p", "-o", "value", "-s", "UUID", device]).stdout.strip() == uuid_before
+    parts = client("describe", "--bootstrap", State.bootstrap)["partitions"]
+    assert any(4 in p["replicas"] for p in parts), parts
+    assert all(sorted(p["isr"]) == sorted(p["replicas"]) for p in parts), parts
+
+
+PERF_ARGS = ["--num-records", "200000", "--record-size", "100", "--acks", "all", "--create-topic",
+             "--partitions", "3", "--replication-factor", "3", "--no-progress"]
+
+
+@pytest.mark.skipif(not os.environ.get("RIVERBED_DEPLOY_PERF"), reason="figures only: set RIVERBED_DEPLOY_PERF=1")
+def test_perf_through_the_deployed_fleet_next_to_a_local_fleet(bed, tmp_path):
+    """Figures, no threshold: riverbed-perf produce through the deployed gateway (from the client
+    namespace) and through a local fleet (`deploy.fleet.Fleet`) on this same machine."""
+    from deploy.fleet import Fleet, free_base_port
+
+    perf = str(pathlib.Path(sys.executable).parent / "riverbed-perf")
+    deployed = tmp_path / "deployed.json"
+    bed.client_run([perf, "produce", "--bootstrap-server", State.bootstrap, "--topic", "perf-deployed",
+                    *PERF_ARGS, "--json", str(deployed)], timeout=900)
+    local = tmp_path / "local.json"
+    with Fleet(tmp_path / "fleet", free_base_port(), storage_nodes=3) as fleet:
+        fleet.up()
+        run([perf, "produce", "--bootstrap-server", fleet.gateway_endpoint, "--topic", "perf-local",
+             *PERF_ARGS, "--json", str(local)], timeout=900)
+    d, loc = json.loads(deployed.read_text()), json.loads(local.read_text())
+    State.figures["perf_produce"] = {"deployed": d, "local": loc}
+    print("riverbed-perf produce, deployed:", json.dumps(d)[:1500])
+    print("riverbed-perf produce, local fleet:", json.dumps(loc)[:1500])

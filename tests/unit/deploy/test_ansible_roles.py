@@ -1,0 +1,185 @@
+"""ansible/ without hosts: the filter plugin that renders each service's .properties with the local
+fleet's templates, the decommission plan, the example inventory, and the systemd unit and
+riverbedctl templates (`systemd-analyze verify`, `bash -n`)."""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import shlex
+import shutil
+import subprocess
+import sys
+
+import jinja2
+import pytest
+import yaml
+
+from deploy.fleet import ROLES, Fleet, free_base_port
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+ANSIBLE = REPO / "ansible"
+
+
+def _plugin():
+    spec = importlib.util.spec_from_file_location("riverbed_filters", ANSIBLE / "filter_plugins" / "riverbed.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+rf = _plugin()
+
+
+def _example():
+    inv = yaml.safe_load((ANSIBLE / "inventories/example/hosts.yml").read_text())
+    groups = {g: list(v["hosts"]) for g, v in inv["all"]["children"].items()}
+    groups["all"] = sorted({h for hs in groups.values() for h in hs})
+    hostvars = {h: yaml.safe_load((ANSIBLE / f"inventories/example/host_vars/{h}.yml").read_text())
+                for h in groups["all"]}
+    defaults = yaml.safe_load((ANSIBLE / "roles/riverbed_common/defaults/main.yml").read_text())
+    settings = {"ports": defaults["riverbed_ports"], "metrics_port_offset": 200,
+                "data_dir": "/var/lib/riverbed", "config_dir": "/etc/riverbed", "log_dir": "/var/log/riverbed",
+                "zookeeper_client_port": 2181, "zookeeper_chroot": "/riverbed", "config_overrides": {},
+                "venv": "/opt/riverbed/venv"}
+    return groups, hostvars, settings
+
+
+def test_example_inventory_has_the_six_groups_ids_and_disks():
+    groups, hostvars, _ = _example()
+    assert set(groups) - {"all"} == {"zookeeper", "controller", "storage_node", "gateway",
+                                     "group_coordinator", "offset_manager"}
+    assert sorted(hostvars[h]["zookeeper_myid"] for h in groups["zookeeper"]) == [1, 2, 3]
+    ids = [hostvars[h]["riverbed_node_id"] for h in groups["storage_node"]]
+    assert len(set(ids)) == len(ids)
+    assert all(hostvars[h]["riverbed_data_disks"] for h in groups["storage_node"])
+    assert {d["fstype"] for h in groups["storage_node"] for d in hostvars[h]["riverbed_data_disks"]} == {"xfs", "ext4"}
+
+
+def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
+    groups, hostvars, settings = _example()
+    services = rf.all_services(groups["all"], hostvars, groups, settings)
+    by_name = {s["name"]: s for s in services}
+    assert set(by_name) == {"controller-1", "controller-2", "storage-1", "storage-2", "storage-3",
+                            "storage-4", "gateway-1", "group-coordinator-1", "offset-manager-1"}
+    fleet = Fleet(tmp_path, free_base_port(), storage_nodes=4, controllers=2).configs()
+    for name, s in by_name.items():
+        assert set(s["properties"]) == set(fleet[name]), name     # the same keys `fleet up` writes
+    st = by_name["storage-1"]      # rb2: riverbed_node_id 1, two XFS disks
+    p = st["properties"]
+    assert p["broker.id"] == "1" and p["host.name"] == "10.0.0.12"
+    assert p["zookeeper.connect"] == "10.0.0.11:2181,10.0.0.12:2181,10.0.0.13:2181/riverbed"
+    assert p["log.dirs"] == "/srv/riverbed/data1/logs,/srv/riverbed/data2/logs"   # one per disk
+    assert p["port"] == "9192" and p["metrics.port"] == "9392"
+    assert st["argv"] == ["/opt/riverbed/venv/bin/python", "-m", "services.storage_node",
+                          "--config", "/etc/riverbed/storage-1.properties"]
+    ctrl = by_name["controller-2"]["properties"]
+    assert ctrl["default.replication.factor"] == "3" and ctrl["pub.port"] == "9111"
+    assert by_name["group-coordinator-1"]["properties"]["offsets.topic.replication.factor"] == "3"
+    text = rf.properties_text(st)
+    assert "broker.id=1\n" in text and text.startswith("# storage-1 (storage_node)")
+
+
+def test_overrides_by_role_then_by_process():
+    groups, hostvars, settings = _example()
+    settings["config_overrides"] = {"storage_node": {"log.segment.bytes": "1024"},
+                                    "storage-2": {"log.segment.bytes": "2048"}}
+    s = {x["name"]: x["properties"] for x in rf.all_services(groups["all"], hostvars, groups, settings)}
+    assert s["storage-1"]["log.segment.bytes"] == "1024"
+    assert s["storage-2"]["log.segment.bytes"] == "2048"
+
+
+def test_a_storage_node_without_an_id_is_an_inventory_error():
+    groups, hostvars, settings = _example()
+    del hostvars["rb3"]["riverbed_node_id"]
+    with pytest.raises(rf.RiverbedInventoryError, match="rb3 has no riverbed_node_id"):
+        rf.host_services("rb3", hostvars, groups, settings)
+
+
+def test_scrape_config_names_every_metrics_endpoint():
+    groups, hostvars, settings = _example()
+    text = rf.scrape_config_text(groups["all"], hostvars, groups, settings)
+    assert text.count("- targets:") == 9
+    assert '"10.0.0.12:9392"' in text and 'role: "storage_node"' in text
+
+
+CURRENT = {"version": 1, "partitions": [
+    {"topic": "a", "partition": 0, "replicas": [1, 2, 3]},
+    {"topic": "a", "partition": 1, "replicas": [2, 3, 4]},
+    {"topic": "a", "partition": 2, "replicas": [3, 4, 1]},
+    {"topic": "b", "partition": 0, "replicas": [4]},
+]}
+
+
+def test_decommission_plan_moves_only_the_leaving_nodes_replicas():
+    plan = rf.decommission_plan(CURRENT, 4, [1, 2, 3, 5])
+    moved = {(p["topic"], p["partition"]): p["replicas"] for p in plan["partitions"]}
+    assert set(moved) == {("a", 1), ("a", 2), ("b", 0)}          # a-0 never held node 4
+    for (t, p), replicas in moved.items():
+        old = next(x["replicas"] for x in CURRENT["partitions"] if (x["topic"], x["partition"]) == (t, p))
+        assert 4 not in replicas and len(replicas) == len(old) == len(set(replicas))
+        assert [r for r in replicas if r in old] == [r for r in old if r != 4]   # places kept
+    assert moved[("a", 1)] == [2, 3, 5]      # 5 holds nothing yet: the least loaded
+
+
+def test_decommission_refuses_below_the_replication_factor():
+    with pytest.raises(rf.RiverbedInventoryError, match="refusing to decommission storage node 4: a-1 has replication factor 3"):
+        rf.decommission_plan(CURRENT, 4, [2, 3])
+
+
+def test_reassign_output_parsing():
+    out = ("Current partition replica assignment\n\n" '{"version":1,"partitions":[]}\n'
+           "Proposed partition reassignment configuration\n\n" '{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1]}]}\n')
+    cur, prop = rf.reassign_json_lines(out)
+    assert cur["partitions"] == [] and prop["partitions"][0]["replicas"] == [1]
+
+
+def _render(template: str, **ctx) -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ANSIBLE / "roles/riverbed_service/templates")),
+                             undefined=jinja2.StrictUndefined)
+    env.filters["quote"] = lambda s: shlex.quote(str(s))
+    return env.get_template(template).render(ansible_managed="Ansible managed", **ctx)
+
+
+COMMON = dict(riverbed_config_dir="/etc/riverbed", riverbed_user="root", riverbed_group="root",
+              riverbed_stop_timeout_s=60, riverbed_open_files_limit=100000)
+
+
+def test_systemd_unit_restarts_on_failure_outlasts_controlled_shutdown_and_verifies(tmp_path):
+    proc = {"name": "storage-1", "role": "storage_node", "workdir": str(tmp_path),
+            "log": str(tmp_path / "storage-1.log"),
+            "argv": [sys.executable, "-m", "services.storage_node", "--config", str(tmp_path / "s.properties")]}
+    unit = _render("riverbed.service.j2", proc=proc, **COMMON)
+    assert "Restart=on-failure" in unit and "LimitNOFILE=100000" in unit
+    assert "TimeoutStopSec=60" in unit and "KillSignal=SIGTERM" in unit
+    assert "After=network-online.target riverbed-zookeeper.service" in unit
+    # Longer than a storage node's controlled shutdown: retries x backoff (the template's value).
+    import dataclasses
+
+    from services.storage_node.config import StorageNodeConfig
+    backoff_ms = int(Fleet(tmp_path / "f", free_base_port()).configs()["storage-1"]["controlled.shutdown.retry.backoff.ms"])
+    retries = next(f.default for f in dataclasses.fields(StorageNodeConfig) if f.name == "controlled_shutdown_max_retries")
+    assert retries * backoff_ms < 60 * 1000
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed: the unit's syntax is not verified")
+    path = tmp_path / "riverbed-storage-1.service"
+    path.write_text(unit)
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)], capture_output=True, text=True,
+                       timeout=60)
+    problems = [ln for ln in (r.stdout + r.stderr).splitlines()
+                if str(path) in ln or "riverbed-storage-1" in ln]
+    assert r.returncode == 0 and not problems, r.stdout + r.stderr
+
+
+def test_riverbedctl_is_valid_bash(tmp_path):
+    procs = [{"name": "zookeeper", "workdir": "/var/lib/riverbed/zookeeper", "log": "/var/log/riverbed/zookeeper.out",
+              "host": "10.0.0.11", "port": 2181, "argv": ["/usr/bin/java", "-cp", "a b", "Main"]},
+             {"name": "storage-1", "workdir": "/var/lib/riverbed/storage-1", "log": "/var/log/riverbed/storage-1.log",
+              "host": "10.0.0.12", "port": 9192, "argv": ["/opt/riverbed/venv/bin/python", "-m", "services.storage_node"]}]
+    script = _render("riverbedctl.j2", riverbed_host_processes=procs, riverbed_run_dir="/var/lib/riverbed/run",
+                     riverbed_ready_timeout_s=60, **COMMON)
+    path = tmp_path / "riverbedctl"
+    path.write_text(script)
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    assert "ARGV=(/usr/bin/java -cp 'a b' Main )" in script
+    r = subprocess.run(["bash", str(path), "status", "nope"], capture_output=True, text=True)
+    assert r.returncode == 2 and "no process named 'nope'" in r.stderr
