@@ -18,6 +18,12 @@ Fixtures
   -e .`), ZooKeeper's jar and a JRE, as `make install` sets up.
 - `riverbed_bootstrap` -> str: the fleet's bootstrap servers, for code that only needs that.
 
+The fleet runs CurveZMQ, as every local fleet does: while it is up the plugin points
+`RIVERBED_CLIENT_PROPERTIES` at the fleet's client key (`security/client.properties`, the
+operator's key, which may do everything but ClusterAction), so clients your code creates
+connect with no settings of their own; `riverbed_fleet.client_config` holds the same settings as
+keyword arguments, for code that passes them explicitly.
+
 Options (command line or ini file)
 - `--riverbed-fleet-scope` / `riverbed_fleet_scope`: `session` (default: one fleet for the
   whole run), `package`, `module` or `function` (a fresh fleet per test).
@@ -70,6 +76,9 @@ def _riverbed_cmd() -> list[str]:
     return [sys.executable, "-m", "riverbed.cli"]
 
 
+_CLIENT_PROPERTIES_ENV = "RIVERBED_CLIENT_PROPERTIES"
+
+
 class RiverbedFleet:
     """A running fleet started by this plugin (see the module's docstring)."""
 
@@ -77,6 +86,29 @@ class RiverbedFleet:
         self.data_dir = data_dir
         self.base_port = base_port
         self.bootstrap_servers = bootstrap_servers
+        self.client_properties = os.path.join(data_dir, "security", "client.properties")
+        self.client_config: dict[str, str] = {}
+        if os.path.exists(self.client_properties):
+            with open(self.client_properties, encoding="utf-8") as f:
+                for line in f:
+                    key, sep, value = line.strip().partition("=")
+                    if sep and not key.startswith("#"):
+                        self.client_config[key.strip().replace(".", "_")] = value.strip()
+        self._saved_env: str | None = None
+
+    def export_client_settings(self) -> None:
+        """Point RIVERBED_CLIENT_PROPERTIES at this fleet's client key (until restore)."""
+        if self.client_config:
+            self._saved_env = os.environ.get(_CLIENT_PROPERTIES_ENV)
+            os.environ[_CLIENT_PROPERTIES_ENV] = self.client_properties
+
+    def restore_client_settings(self) -> None:
+        if not self.client_config:
+            return
+        if self._saved_env is None:
+            os.environ.pop(_CLIENT_PROPERTIES_ENV, None)
+        else:
+            os.environ[_CLIENT_PROPERTIES_ENV] = self._saved_env
 
     def cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
         """Run `riverbed ARGS` against this fleet (RIVERBED_BOOTSTRAP set); output captured."""
@@ -139,11 +171,16 @@ def start_fleet(data_dir: str, *, storage_nodes: int = 1) -> RiverbedFleet:
         raise RuntimeError(f"`{' '.join(cmd[2:])}` failed (exit {r.returncode}): "
                            f"{r.stderr.strip()[-2000:]}")
     endpoint = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else f"tcp://127.0.0.1:{base}"
-    return RiverbedFleet(data_dir, base, endpoint)
+    fleet = RiverbedFleet(data_dir, base, endpoint)
+    fleet.export_client_settings()
+    return fleet
 
 
 def stop_fleet(fleet: RiverbedFleet) -> None:
-    _down(fleet.data_dir)
+    try:
+        _down(fleet.data_dir)
+    finally:
+        fleet.restore_client_settings()
 
 
 # -- the pytest plugin -------------------------------------------------------------------------
