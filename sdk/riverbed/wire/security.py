@@ -306,12 +306,15 @@ def _properties(path: str) -> dict[str, str]:
 def secure_channel_factory(channel_factory: Any = None, **settings: Any) -> Any:
     """The channel factory a client uses: `channel_factory` as given (tests' fakes), else
     riverbed.wire.client.Channel with the security from `settings` (client_security's
-    arguments) — checked now, so a bad setting fails the client's constructor."""
+    arguments) — checked now, so a bad setting fails the client's constructor — and
+    fail_fast on."""
     if channel_factory is not None:
         return channel_factory
     import functools
     from riverbed.wire.client import Channel
-    return functools.partial(Channel, security=client_security(**settings))
+    # the clients' gateway channel: it also fails fast (riverbed.wire.liveness), so a refused or
+    # lost gateway ends the requests awaiting it at once and the client moves on
+    return functools.partial(Channel, security=client_security(**settings), fail_fast=True)
 
 
 def client_security(*, security_protocol: str | None = None,
