@@ -495,6 +495,9 @@ class Fleet:
         self.security.ensure(self._service_endpoints())
         self.write_configs()
         self.save()
+        # From here on this process's own clients (the live view, health, the grant below) use
+        # this fleet's key, whatever RIVERBED_* it inherited (down() puts it back).
+        self._client_env.export(self.security.client_env())
         try:
             self._spawn(self._records[ZK_NAME], zk=zk)
             self.wait_up(ZK_NAME)
@@ -509,7 +512,6 @@ class Fleet:
         except BaseException:
             self.down()
             raise
-        self._client_env.export(self.security.client_env())
         if not detach:
             self.run(on_status=on_status)
 
