@@ -157,7 +157,8 @@ def test_deleted_records_fail_the_read_or_are_skipped(spark, bootstrap, bootstra
             "segment.bytes": "4096", "retention.bytes": "8192", "file.delete.delay.ms": "0"})])
     wait_for_leaders(bootstrap, "read-retained", 1)
     tp = TopicPartition("read-retained", 0)
-    with Producer(bootstrap, acks="all", batch_size=1024) as p:
+    # fixed 1 KiB batches (no adaptive growth): several segments of 4 KiB, some retained
+    with Producer(bootstrap, acks="all", batch_size=1024, batch_size_max=1024) as p:
         for i in range(1000):
             p.send("read-retained", b"r-%04d" % i, partition=0)
         p.flush(30)
