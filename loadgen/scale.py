@@ -46,6 +46,8 @@ import tempfile
 import time
 from typing import Any
 
+from loadgen import failover_bench
+
 RECORD_BYTES = 100
 
 FULL = {"records": 300_000, "partitions": [1, 10, 100, 1000], "procs": [1, 4, 16],
@@ -61,17 +63,8 @@ def _log(msg: str) -> None:
 
 
 def _wait(pred, what: str, timeout_s: float = 300.0, interval_s: float = 0.05):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            v = pred()
-        except Exception:  # noqa: BLE001 - the cluster is moving: try again
-            v = None
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(interval_s)
+    """failover_bench's polling wait, with the longer bound big clusters need."""
+    return failover_bench._wait(pred, what, timeout_s, interval_s)
 
 
 def _proc_figures(pid: int) -> dict[str, int]:
