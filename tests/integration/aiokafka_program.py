@@ -1,5 +1,5 @@
 """An aiokafka program (written against aiokafka's documented API), run by
-test_aiokafka_dropin.py against a Riverbed fleet with only `aiokafka` replaced by `riverbed.aio`
+test_dropin.py against a Riverbed fleet with only `aiokafka` replaced by `riverbed.aio`
 in its import lines.
 
     python aiokafka_program.py BOOTSTRAP

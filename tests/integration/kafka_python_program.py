@@ -1,5 +1,5 @@
 """A program written for kafka-python 2.x (producer, consumer in a group, admin). The test
-test_kafka_python_dropin.py runs it against a Riverbed fleet after replacing `kafka` by
+test_dropin.py runs it against a Riverbed fleet after replacing `kafka` by
 `riverbed` in its import lines and nothing else. Usage: python PROGRAM BOOTSTRAP"""
 import json
 import sys
