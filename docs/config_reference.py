@@ -36,7 +36,7 @@ PRODUCER = {
     "value_serializer": ("value.serializer", "callable turning a value into bytes"),
     "metadata_max_age_ms": ("metadata.max.age.ms", "metadata is refreshed at least this often"),
     "close_timeout_ms": (None, "Riverbed: how long the producer flushes at interpreter exit when the program did not close it"),
-    "batch_size_max": (None, "Riverbed: a partition's batch grows past `batch_size` (doubling while full batches wait to be sent) up to this many bytes, and shrinks back when the queue empties; default `min(512 KiB, max_request_size, buffer_memory / 8)`; `batch_size_max=batch_size` gives Kafka's fixed batches"),
+    "batch_size_max": (None, "Riverbed: a partition's batch grows past `batch_size` (doubling when a batch fills before it is sent) up to this many bytes, and halves when one is sent unfilled; default `min(512 KiB, max_request_size, buffer_memory / 8)`; `batch_size_max=batch_size` gives Kafka's fixed batches"),
     "security_protocol": ("security.protocol", "`\"CURVE\"` (CurveZMQ: encrypted, the client authenticated by its key) or `\"NONE\"`; default `$RIVERBED_SECURITY_PROTOCOL`, the properties file in `$RIVERBED_CLIENT_PROPERTIES`, else NONE"),
     "curve_secret_key_file": (None, "Riverbed: the client's `zmq.auth` secret key file (its principal is `User:<name>` of the certificate)"),
     "curve_server_public_key": (None, "Riverbed: the gateways' public key (Z85), when all share one"),

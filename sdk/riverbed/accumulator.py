@@ -16,13 +16,19 @@ drains, re-enqueues and deallocates.
   one at a time in sequence order).
 - Memory: a batch reserves max(its capacity, its first record) bytes of buffer_memory until it
   completes; an append that finds no room blocks up to max_block_ms, then BufferExhaustedError.
-- Adaptive batch size: a partition's new batch holds batch_size bytes while its deque is empty
-  (the sender keeps up: small batches, low latency). When a new batch is needed while full ones
-  still wait in the deque (a backlog: the pipeline or the in-flight window is the limit), its
-  capacity doubles, up to batch_size_max; the first batch created with an empty deque is back
-  at batch_size. So bytes in flight grow with the load, with the record size, and with what the
-  idempotence window (a number of batches) allows, without anyone tuning batch_size; at light
-  load nothing changes. batch_size_max == batch_size turns it off.
+- Adaptive batch size: a partition's batches start at batch_size. A batch that filled up before
+  the sender took it (load above what batches of that size carry), or a new batch needed while
+  full ones still wait in the deque (a backlog), doubles the next one's capacity, up to
+  batch_size_max; a batch the sender took before it filled halves it again, down to batch_size.
+  So bytes per request grow with the load, the record size and what the idempotence window (a
+  number of batches) allows, without anyone tuning batch_size; at light load batches stay at
+  batch_size. batch_size_max == batch_size turns it off.
+- Partial batches wait for answers (Nagle's rule for requests): once linger_ms has passed, a
+  batch that is not full is sendable only while fewer than `hold_partial_at_in_flight` (2)
+  requests are in flight on the connection; otherwise it keeps filling until it is full or an
+  answer comes back. At light load nothing is in flight and a record goes at once; under load
+  records ride in fewer, fuller requests instead of one request per wake-up, which is what the
+  gateway and the storage node pay for per request. `hold_partial_at_in_flight=0` turns it off.
 """
 from __future__ import annotations
 
@@ -43,6 +49,9 @@ __all__ = ["ProducerBatch", "RecordAccumulator", "ReadyCheck", "RECORD_OVERHEAD"
 # header count: at most ~21 bytes) and the batch header, for size estimates.
 RECORD_OVERHEAD = 21
 BATCH_OVERHEAD = 61
+# Nagle's rule for requests: partial batches wait while this many requests are in flight.
+# 2, not 1: at light load a record never waits behind the one request before it.
+HOLD_PARTIAL_AT_IN_FLIGHT = 2
 
 
 class ProducerBatch:
@@ -103,12 +112,13 @@ class ProducerBatch:
 
 
 class ReadyCheck:
-    __slots__ = ("ready", "next_ready_check_delay_ms", "unknown_leader_topics")
+    __slots__ = ("ready", "next_ready_check_delay_ms", "unknown_leader_topics", "held")
 
-    def __init__(self, ready, delay, unknown):
+    def __init__(self, ready, delay, unknown, held=False):
         self.ready: list[TopicPartition] = ready
         self.next_ready_check_delay_ms: float = delay
         self.unknown_leader_topics: set[str] = unknown
+        self.held: bool = held          # partial batches wait for an answer (Nagle's rule)
 
 
 class RecordAccumulator:
@@ -119,7 +129,8 @@ class RecordAccumulator:
                  retry_backoff_ms: float = 100, guarantee_order: bool = False,
                  idempotence: IdempotenceState | None = None,
                  on_ready: Callable[[], None] | None = None,
-                 batch_size_max: int | None = None):
+                 batch_size_max: int | None = None,
+                 hold_partial_at_in_flight: int = HOLD_PARTIAL_AT_IN_FLIGHT):
         self.batch_size = batch_size
         # adaptive batch size: the cap of a partition's batch capacity under a backlog
         self.batch_size_max = max(batch_size, batch_size_max or batch_size)
@@ -146,6 +157,11 @@ class RecordAccumulator:
         self.sender_sleeping = False  # set under the lock by the sender before it sleeps
         self._ready_seq = 0           # bumped by every event that may make a partition ready
         self._seq_at_ready = 0        # its value at the sender's last ready() check
+        # Nagle's rule: partial batches wait while this many requests are in flight (0: never)
+        self.hold_partial_at_in_flight = hold_partial_at_in_flight
+        # set by ready() under the lock: partial batches are held, so an append that does not
+        # fill a batch cannot make anything sendable (appenders neither bump nor wake)
+        self.holding = False
 
     # -- app side ---------------------------------------------------------------------------
     def try_append(self, tp: TopicPartition, timestamp_ms: int, key, value, headers):
@@ -167,7 +183,7 @@ class RecordAccumulator:
             index = last.record_count
             last.record_count = index + 1
             fut = FutureRecordMetadata(last.result, index, timestamp_ms)
-            if self.linger_ms > 0 and len(dq) == 1:
+            if (self.linger_ms > 0 or self.holding) and len(dq) == 1:
                 return fut
             self._ready_seq += 1                # it may be sendable now
             if not self.sender_sleeping or self._on_ready is None:
@@ -194,7 +210,7 @@ class RecordAccumulator:
                 if b is not None and not last.full and b.append(timestamp_ms, key, value, headers):
                     index = last.record_count
                     last.record_count = index + 1
-                    if self.linger_ms <= 0 or len(dq) > 1:
+                    if (self.linger_ms <= 0 and not self.holding) or len(dq) > 1:
                         self._wake()            # it may be sendable now
                     return FutureRecordMetadata(last.result, index, timestamp_ms)
                 last.full = True
@@ -269,7 +285,8 @@ class RecordAccumulator:
                 if n < len(chunk) or n == 0:
                     batch.full = True
                     stop = one_batch
-                self._wake()
+                if batch.full or not self.holding or len(dq) > 1:
+                    self._wake()
             if stop:
                 break
         return futures, start
@@ -281,12 +298,23 @@ class RecordAccumulator:
 
     def _next_capacity(self, tp: TopicPartition, dq) -> int:
         """The capacity of tp's next batch (lock held; dq: its deque before the append)."""
-        if not dq or self.batch_size_max <= self.batch_size:
-            cap = self.batch_size                         # no backlog: batch_size
-        else:                                             # full batches wait: grow
-            cap = min(self.batch_size_max, 2 * self._capacity.get(tp, self.batch_size))
-        self._capacity[tp] = cap
+        if self.batch_size_max <= self.batch_size:
+            return self.batch_size
+        cap = self._capacity.get(tp, self.batch_size)
+        if dq:                                            # full batches wait: grow
+            cap = self._capacity[tp] = min(self.batch_size_max, 2 * cap)
         return cap
+
+    def _drained(self, batch: ProducerBatch, was_full: bool) -> None:
+        """A first attempt left its deque (lock held): a batch that filled up before the sender
+        took it doubles the partition's next capacity, one taken before it filled halves it."""
+        if self.batch_size_max <= self.batch_size:
+            return
+        if was_full:
+            cap = min(self.batch_size_max, 2 * batch.capacity)
+        else:
+            cap = max(self.batch_size, batch.capacity // 2)
+        self._capacity[batch.tp] = cap
 
     def _new_batch(self, tp: TopicPartition, now_ms: float, reserve: int,
                    capacity: int | None = None) -> ProducerBatch:
@@ -328,9 +356,11 @@ class RecordAccumulator:
             self._on_ready()
 
     # -- sender side ------------------------------------------------------------------------
-    def ready(self, leader_of: Callable[[TopicPartition], int], now_ms: float) -> ReadyCheck:
+    def ready(self, leader_of: Callable[[TopicPartition], int], now_ms: float,
+              in_flight: int = 0) -> ReadyCheck:
         """Partitions with a sendable first batch, the delay until the next may become ready,
-        and topics with batches but no known leader."""
+        and topics with batches but no known leader. in_flight: requests in flight on the
+        connection (partial batches wait while there are hold_partial_at_in_flight of them)."""
         ready: list[TopicPartition] = []
         unknown: set[str] = set()
         delay = float("inf")
@@ -342,6 +372,8 @@ class RecordAccumulator:
             force = self._waiting_for_memory > 0 or self.closed or self._flushes > 0
             linger = self.linger_ms
             backoff = self.retry_backoff_ms
+            hold = 0 < self.hold_partial_at_in_flight <= in_flight
+            held = False
             for tp, dq in self._batches.items():
                 if not dq or tp in self._muted:
                     continue
@@ -362,11 +394,14 @@ class RecordAccumulator:
                     ready.append(tp)
                     continue
                 waited = now_ms - batch.created_ms
-                if waited >= linger:
-                    ready.append(tp)
-                else:
+                if waited < linger:
                     delay = min(delay, linger - waited)
-        return ReadyCheck(ready, delay, unknown)
+                elif hold:
+                    held = True         # until it fills or an answer comes back
+                else:
+                    ready.append(tp)
+            self.holding = held
+        return ReadyCheck(ready, delay, unknown, held)
 
     def drain(self, ready: Sequence[TopicPartition], max_request_size: int,
               now_ms: float) -> list[ProducerBatch]:
@@ -408,6 +443,8 @@ class RecordAccumulator:
                         request_full = True
                         break
                     dq.popleft()
+                    if first.attempts == 0:
+                        self._drained(first, first.full)
                     first.full = True           # out of the deque: no append reaches it
                     if idem is not None:
                         idem.assign(first)

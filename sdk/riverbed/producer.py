@@ -270,7 +270,9 @@ class Producer:
                                 index = last.record_count
                                 last.record_count = index + 1
                                 wake = False
-                                if self._linger_zero or len(dq) > 1:   # it may be sendable now
+                                # it may be sendable now (not while partial batches
+                                # wait for an answer: RecordAccumulator.holding)
+                                if (self._linger_zero and not acc.holding) or len(dq) > 1:
                                     acc._ready_seq += 1
                                     if acc.sender_sleeping:
                                         acc.sender_sleeping = False

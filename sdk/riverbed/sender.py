@@ -198,7 +198,7 @@ class Sender:
         if idem is not None and idem.epoch_bump_pending:
             idem.bump_epoch_if_possible()
         meta = self.conn.metadata
-        check = self.acc.ready(meta.leader_for, now)
+        check = self.acc.ready(meta.leader_for, now, len(self.in_flight))
         if check.unknown_leader_topics:
             self._topics |= check.unknown_leader_topics
             self._metadata_wanted = True

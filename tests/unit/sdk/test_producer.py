@@ -458,18 +458,75 @@ def test_append_values_grows_too_and_memory_is_reserved_by_capacity():
     assert a.memory_used == sum(caps)
 
 
-def test_no_backlog_keeps_batch_size_and_a_drain_resets_the_growth():
+def test_no_backlog_keeps_batch_size_and_partial_drains_shrink_the_growth():
     a = acc(batch_size=200, batch_size_max=1600)
     for _ in range(3):                                     # the sender keeps up: one at a time
-        a.append(TP0, 1, None, b"x" * 300, (), now_ms=0)   # each fills its own batch
+        a.append(TP0, 1, None, b"x" * 300, (), now_ms=0)   # one record each, taken unfilled
         drained = a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)
         assert [b.capacity for b in drained] == [200]
     for _ in range(60):
         a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
-    assert _capacities(a)[1] == 400
-    a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)
+    assert _capacities(a)[:3] == [200, 400, 800]           # a backlog: grow
+    last = _capacities(a)[-1]
+    a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)   # the last one taken unfilled
+    caps = []
+    for _ in range(6):                                     # light load: each taken unfilled
+        a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+        caps += [b.capacity for b in a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, 0)]
+    assert caps[0] == last // 2 and caps == sorted(caps, reverse=True) and caps[-1] == 200
+
+
+def test_batches_that_fill_before_the_sender_takes_them_grow_the_next():
+    a = acc(batch_size=200, batch_size_max=1600)
+    caps = []
+    for _ in range(6):                                     # each batch full when drained,
+        while not a.queued(TP0) or not a.queued(TP0)[-1].full:    # and never two queued
+            a.append(TP0, 1, None, b"x" * 30, (), now_ms=0, abort_on_new_batch=bool(a.queued(TP0)))
+        caps += [b.capacity for b in a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, 0)]
+    assert caps == [200, 400, 800, 1600, 1600, 1600]
+
+
+# ---- Nagle's rule: partial batches wait for answers ----------------------------------------
+
+def test_partial_batches_wait_while_two_requests_are_in_flight():
+    a = acc(batch_size=200)
     a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
-    assert _capacities(a) == [200]                         # deque was empty: back to batch_size
+    assert a.ready(LEADER, now_ms=0, in_flight=1).ready == [TP0]   # light load: at once
+    check = a.ready(LEADER, now_ms=0, in_flight=2)
+    assert check.ready == [] and check.held and a.holding
+    assert check.next_ready_check_delay_ms == float("inf")        # an answer wakes the sender
+    check = a.ready(LEADER, now_ms=0, in_flight=1)                  # an answer came back
+    assert check.ready == [TP0] and not check.held and not a.holding
+
+
+def test_held_batches_still_go_when_full_flushed_or_turned_off():
+    a = acc(batch_size=200)
+    for _ in range(8):                                     # a full batch and a partial one
+        a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+    a.append(TP1, 1, None, b"x" * 30, (), now_ms=0)        # partial only
+    assert a.ready(LEADER, now_ms=0, in_flight=3).ready == [TP0]
+    a.begin_flush()
+    assert sorted(a.ready(LEADER, now_ms=0, in_flight=3).ready) == [TP0, TP1]
+    a.end_flush()
+    off = acc(batch_size=200, hold_partial_at_in_flight=0)
+    off.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+    assert off.ready(LEADER, now_ms=0, in_flight=5).ready == [TP0]
+
+
+def test_appends_to_a_held_batch_neither_bump_nor_wake_but_a_full_one_does():
+    woken = []
+    a = acc(batch_size=200, on_ready=lambda: woken.append(1))
+    a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+    a.ready(LEADER, now_ms=0, in_flight=2)
+    seq = a._ready_seq
+    a.sender_sleeping = True
+    assert a.try_append(TP0, 1, None, b"x" * 30, ()) is not None
+    a.append_values(TP0, 1, [b"y" * 10])
+    assert a._ready_seq == seq and woken == []
+    while a.try_append(TP0, 1, None, b"x" * 30, ()) is not None:
+        pass
+    a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)        # the first batch is full now
+    assert woken == [1] and a.ready(LEADER, now_ms=0, in_flight=2).ready == [TP0]
 
 
 def test_batch_size_max_equal_to_batch_size_turns_growth_off():

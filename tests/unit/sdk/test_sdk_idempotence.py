@@ -119,7 +119,8 @@ class IdempotentBroker:
         return resp, []
 
 
-def make(broker=None, *, handlers=None, max_in_flight=5, retries=5, batch_size=100):
+def make(broker=None, *, handlers=None, max_in_flight=5, retries=5, batch_size=100,
+         hold_partial_at_in_flight=2):
     broker = broker or IdempotentBroker()
     h = {ApiKey.METADATA: metadata_handler, ApiKey.PRODUCE: broker.produce,
          ApiKey.INIT_PRODUCER_ID: broker.init_producer_id}
@@ -130,7 +131,7 @@ def make(broker=None, *, handlers=None, max_in_flight=5, retries=5, batch_size=1
     conn.fetch_metadata(["t"])
     idem = IdempotenceState()
     acc = RecordAccumulator(batch_size=batch_size, buffer_memory=1_000_000, retry_backoff_ms=0,
-                            idempotence=idem)
+                            idempotence=idem, hold_partial_at_in_flight=hold_partial_at_in_flight)
     s = Sender(conn, acc, acks=-1, retries=retries, max_in_flight=max_in_flight,
                max_request_size=1 << 20, request_timeout_ms=30000, retry_backoff_ms=0,
                metadata_max_age_ms=300000, metadata_changed=threading.Condition(),
@@ -202,7 +203,9 @@ def test_lost_answer_retry_is_a_duplicate_completed_once_with_the_original_offse
 
 
 def test_five_in_flight_second_fails_retriably_order_is_kept():
-    broker, gw, conn, acc, s, idem = make(max_in_flight=5)
+    # five requests of one partial batch each: Nagle's rule (partial batches wait while two
+    # requests are in flight) off, so the window fills
+    broker, gw, conn, acc, s, idem = make(max_in_flight=5, hold_partial_at_in_flight=0)
     step(s)
     conn.channel.hold = True                          # answers held: 5 requests in flight
     broker.script = [{}, {("t", 0): E("NOT_LEADER_FOR_PARTITION")}]
@@ -330,3 +333,20 @@ def test_config_rules_like_kafka(monkeypatch):
         p.close()
         q.close()
         pair.close(0)
+
+
+def test_partial_batches_ride_together_once_two_requests_are_in_flight():
+    broker, gw, conn, acc, s, idem = make(max_in_flight=5)
+    step(s)
+    conn.channel.hold = True                          # answers held
+    futs = []
+    for i in range(5):
+        futs.append(append(acc, TP0, b"r%d" % i))     # small: each leaves its batch partial
+        s.prepare(now())
+    # the first two went at once (light load); the rest waited, filling one batch
+    assert len(s.in_flight) == 2 and len(acc.queued(TP0)) == 1
+    conn.channel.release()
+    conn.channel.hold = False
+    step(s, 5)
+    assert len(produce_requests(gw)) == 3             # 1 + 1 + the three that waited
+    assert [f.result(timeout=0).offset for f in futs] == [0, 1, 2, 3, 4]
