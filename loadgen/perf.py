@@ -200,6 +200,25 @@ class _BatchGroup:
 # ---------------------------------------------------------------------------------------------
 # Workers (run in this process or in spawned ones)
 
+def _start_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
+                  wait_for_start: Callable[[], float]) -> tuple[float, WorkerStats, "_Ticker"]:
+    """Say ready, wait for the common start, then count from it: (start, stats, ticker)."""
+    sink(("ready", wid, None))
+    start = wait_for_start()
+    stats = WorkerStats(spec["interval_s"], start)
+    ticker = _Ticker(stats, wid, sink)
+    ticker.start()
+    return start, stats, ticker
+
+
+def _worker_result(stats: WorkerStats, start: float, *, errors: int, metrics: dict) -> dict:
+    """What a worker hands back (picklable): its windows, totals and histogram."""
+    windows = stats.finish(stats.last_completion)
+    return {"windows": [w.to_tuple() for w in windows], "records": stats.records,
+            "bytes": stats.bytes, "errors": errors, "start": start,
+            "end": stats.last_completion, "hist": stats.hist.encode(), "metrics": metrics}
+
+
 def _producer(spec: dict):
     from riverbed import Producer
     kwargs = dict(spec["producer_kwargs"])
@@ -218,11 +237,7 @@ def produce_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
         import asyncio
         return asyncio.run(_produce_worker_async(spec, wid, sink, wait_for_start))
     producer = _producer(spec)
-    sink(("ready", wid, None))
-    start = wait_for_start()
-    stats = WorkerStats(spec["interval_s"], start)
-    ticker = _Ticker(stats, wid, sink)
-    ticker.start()
+    start, stats, ticker = _start_worker(spec, wid, sink, wait_for_start)
     try:
         if spec.get("e2e"):
             _send_stamped(producer, spec, stats)
@@ -234,11 +249,7 @@ def produce_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
     finally:
         producer.close(timeout=30)
         ticker.stop()
-    windows = stats.finish(stats.last_completion)
-    return {"windows": [w.to_tuple() for w in windows], "records": stats.records,
-            "bytes": stats.bytes, "errors": stats.errors, "start": start,
-            "end": stats.last_completion, "hist": stats.hist.encode(),
-            "metrics": _safe_metrics(producer)}
+    return _worker_result(stats, start, errors=stats.errors, metrics=_safe_metrics(producer))
 
 
 async def _produce_worker_async(spec: dict, wid: int, sink: Callable[[tuple], None],
@@ -248,22 +259,14 @@ async def _produce_worker_async(spec: dict, wid: int, sink: Callable[[tuple], No
     producer = AioProducer(bootstrap_servers=spec["bootstrap"], **spec["producer_kwargs"])
     await producer.start()
     await producer.partitions_for(spec["topic"])      # metadata before the clock starts
-    sink(("ready", wid, None))
-    start = wait_for_start()
-    stats = WorkerStats(spec["interval_s"], start)
-    ticker = _Ticker(stats, wid, sink)
-    ticker.start()
+    start, stats, ticker = _start_worker(spec, wid, sink, wait_for_start)
     try:
         await _send_each_async(producer, spec, stats)
         await producer.flush()
     finally:
         await producer.stop(timeout=30)
         ticker.stop()
-    windows = stats.finish(stats.last_completion)
-    return {"windows": [w.to_tuple() for w in windows], "records": stats.records,
-            "bytes": stats.bytes, "errors": stats.errors, "start": start,
-            "end": stats.last_completion, "hist": stats.hist.encode(),
-            "metrics": _safe_metrics(producer)}
+    return _worker_result(stats, start, errors=stats.errors, metrics=_safe_metrics(producer))
 
 
 def _safe_metrics(producer) -> dict:
@@ -411,11 +414,7 @@ def _consumer(spec: dict):
 def consume_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
                    wait_for_start: Callable[[], float]) -> dict:
     consumer = _consumer(spec)
-    sink(("ready", wid, None))
-    start = wait_for_start()
-    stats = WorkerStats(spec["interval_s"], start)
-    ticker = _Ticker(stats, wid, sink)
-    ticker.start()
+    start, stats, ticker = _start_worker(spec, wid, sink, wait_for_start)
     n = spec["num_records"]
     timeout_s = spec["timeout_ms"] / 1000.0
     e2e = spec.get("e2e", False)
@@ -450,10 +449,7 @@ def consume_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
     finally:
         consumer.close()
         ticker.stop()
-    windows = stats.finish(stats.last_completion)
-    return {"windows": [w.to_tuple() for w in windows], "records": stats.records,
-            "bytes": stats.bytes, "errors": 0, "start": start, "end": stats.last_completion,
-            "hist": stats.hist.encode(), "timed_out": timed_out, "metrics": {}}
+    return dict(_worker_result(stats, start, errors=0, metrics={}), timed_out=timed_out)
 
 
 _WORKERS = {"produce": produce_worker, "consume": consume_worker}
