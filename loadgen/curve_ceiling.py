@@ -1,6 +1,7 @@
-"""What CurveZMQ itself costs on this machine: one PUSH -> PULL stream over tcp loopback, NONE
-against CURVE, with the message shape of a Riverbed request (a small header frame, a small body
-frame and one payload frame of the given size).
+"""What CurveZMQ itself costs here: one PUSH -> PULL stream over tcp loopback, NONE vs CURVE.
+
+Each message has the shape of a Riverbed request: a small header frame, a small body frame and
+one payload frame of the given size.
 
     .venv/bin/python -m loadgen.curve_ceiling [--sizes 262144,1048576] [--seconds 1.5]
 
