@@ -12,7 +12,14 @@
                                                  # alternating, best of --rounds (2):
                                                  # bulk produce (send_many, 100 B and 1 KiB,
                                                  # acks=1, RF 1), consume, e2e latency at 50,000/s;
-                                                 # ratio = CURVE ÷ NONE (aim: >= 0.8 in bulk)
+                                                 # ratio = CURVE ÷ NONE (aim: >= 0.8 in bulk);
+                                                 # then where the CPU went (seconds per GB of
+                                                 # records per process group, ZeroMQ I/O threads
+                                                 # + the rest) and the bound: the raw socket
+                                                 # ceiling (one PUSH->PULL stream, NONE vs CURVE,
+                                                 # measured first in the same run) and the ratio
+                                                 # CPU allows (NONE s/GB ÷ CURVE s/GB)
+    ... --security [--ceiling-seconds 1]         # per raw stream; 0 skips the ceiling
 
 The fleet bench starts runs with `--security-protocol` (default CURVE, the fleet's default).
     ... [--no-issue15]                           # the matrix without issue 15's rows
@@ -51,7 +58,7 @@ import tempfile
 import time
 import uuid
 
-from loadgen import options
+from loadgen import options, proc_cpu
 from loadgen.perf import make_payloads, run
 
 __all__ = ["main", "builder_records_per_sec", "matrix_rows", "format_table"]
@@ -263,25 +270,59 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int,
 SECURITY_RECORDS = {100: 1_000_000, 1024: 200_000}
 
 
+# CPU groups of a --security row: this process (the perf client) and the fleet's roles
+CPU_GROUPS = ("client", "gateway", "storage-node", "other")
+
+
+def fleet_pids(fleet) -> dict[str, list[int]]:
+    """The fleet's Python services by CPU group (ZooKeeper left out), plus this process."""
+    import os
+    groups: dict[str, list[int]] = {"client": [os.getpid()], "gateway": [],
+                                    "storage-node": [], "other": []}
+    for name in fleet.names():
+        rec = fleet.process(name)
+        if not rec.pid or rec.role == "zookeeper":
+            continue
+        role = rec.role.replace("_", "-")
+        groups[role if role in groups else "other"].append(rec.pid)
+    return groups
+
+
+def _cpu_row(before: dict, pids: dict[str, list[int]], nbytes: int, seconds: float) -> dict:
+    """CPU seconds per GB of records (per group: ZeroMQ I/O threads and the rest) and cores
+    busy on average while the row ran."""
+    used = proc_cpu.delta(before, proc_cpu.snapshot(pids))
+    gb = nbytes / 1e9
+    return {"cpu_s_per_gb": {g: {"io": c.io / gb, "other": c.other / gb,
+                                 "io_busiest": c.io_busiest / gb} for g, c in used.items()},
+            "cores": sum(c.total for c in used.values()) / seconds if seconds > 0 else 0.0}
+
+
 def run_security_side(bootstrap: str, client_flags: list[str], protocol: str, scale: float,
-                      e2e_records: int) -> dict:
-    """One side of the CURVE on/off comparison, against a fleet running `protocol`."""
+                      e2e_records: int, pids: dict[str, list[int]] | None = None) -> dict:
+    """One side of the CURVE on/off comparison, against a fleet running `protocol`. With
+    `pids` (fleet_pids), each produce and consume row also carries its CPU per GB by group."""
     out: dict = {"security_protocol": protocol, "produce": {}, "consume": {}}
+    pids = pids or {"client": [__import__("os").getpid()]}
     for size, n in SECURITY_RECORDS.items():
         n = max(1000, int(n * scale))
         topic = f"sec-{protocol.lower()}-{size}-{uuid.uuid4().hex[:6]}"
         common = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(n),
                   "--reporting-interval", "60000", "--no-progress", *client_flags]
+        before, t0 = proc_cpu.snapshot(pids), time.perf_counter()
         p = _perf(["produce", *common, "--record-size", str(size), "--bulk", "--acks", "1",
                    "--batch-size", str(BATCH_SIZE), "--linger-ms", str(LINGER_MS),
                    "--max-in-flight", str(MAX_IN_FLIGHT), "--partition", "0",
                    "--create-topic", "--partitions", "1", "--replication-factor", "1"])
+        p_cpu = _cpu_row(before, pids, p.records * size, time.perf_counter() - t0)
+        before, t0 = proc_cpu.snapshot(pids), time.perf_counter()
         c = _perf(["consume", *common])
+        c_cpu = _cpu_row(before, pids, c.records * size, time.perf_counter() - t0)
         _delete_topic(bootstrap, topic)
         out["produce"][size] = {"records": p.records, "records_per_sec": p.records_per_sec,
-                                "mb_per_sec": p.mb_per_sec, "latency_ms": p.latency_ms}
+                                "mb_per_sec": p.mb_per_sec, "latency_ms": p.latency_ms, **p_cpu}
         out["consume"][size] = {"records": c.records, "records_per_sec": c.records_per_sec,
-                                "mb_per_sec": c.mb_per_sec}
+                                "mb_per_sec": c.mb_per_sec, **c_cpu}
     if e2e_records > 0:
         time.sleep(E2E_SETTLE_S)
         e = _perf(["e2e", "--bootstrap-server", bootstrap,
@@ -311,23 +352,36 @@ def _best(a: dict | None, b: dict) -> dict:
     return out
 
 
-def run_security(scale: float, e2e_records: int, rounds: int = 2) -> dict:
+# the raw socket ceiling's payloads: a produce request's batch and a fetch response's partition
+# (the consumer's max.partition.fetch.bytes default)
+CEILING_SIZES = (BATCH_SIZE, 1 << 20)
+# encrypted hops a record crosses: client -> gateway -> leader (produce), back for a fetch
+HOPS = 2
+
+
+def run_security(scale: float, e2e_records: int, rounds: int = 2,
+                 ceiling_seconds: float = 1.0) -> dict:
     """CURVE on vs off in the same run: a NONE fleet and a CURVE fleet side by side (the same
     machine state for both), the same rows on each, alternating which goes first, `rounds`
-    times; each row keeps its best round."""
-    sides: dict[str, dict | None] = {"NONE": None, "CURVE": None}
+    times; each row keeps its best round. Before the fleets start, the raw socket ceiling
+    (loadgen.curve_ceiling: one PUSH -> PULL stream of CEILING_SIZES, NONE vs CURVE) unless
+    `ceiling_seconds` is 0; it is returned under "ceiling"."""
+    from loadgen import curve_ceiling
+    sides: dict = {"NONE": None, "CURVE": None}
+    if ceiling_seconds > 0:
+        sides["ceiling"] = curve_ceiling.ceiling(list(CEILING_SIZES), ceiling_seconds)
     with contextlib.ExitStack() as stack:
         fleets = {}
         for protocol in ("NONE", "CURVE"):
             bootstrap, fleet = stack.enter_context(_fleet_obj(protocol))
             flags = (["--command-config", str(fleet.security.client_properties_file)]
                      if protocol == "CURVE" else ["--security-protocol", "NONE"])
-            fleets[protocol] = (bootstrap, flags)
+            fleets[protocol] = (bootstrap, flags, fleet_pids(fleet))
         for r in range(rounds):
             order = ("NONE", "CURVE") if r % 2 == 0 else ("CURVE", "NONE")
             for protocol in order:
-                bootstrap, flags = fleets[protocol]
-                side = run_security_side(bootstrap, flags, protocol, scale, e2e_records)
+                bootstrap, flags, pids = fleets[protocol]
+                side = run_security_side(bootstrap, flags, protocol, scale, e2e_records, pids)
                 sides[protocol] = _best(sides[protocol], side)
                 print(f"  round {r + 1} {protocol}: produce 100 B "
                       f"{side['produce'][100]['records_per_sec']:,.0f}/s", file=sys.stderr,
@@ -367,6 +421,68 @@ def format_security(sides: dict) -> str:
     return "\n".join(lines)
 
 
+def cpu_total(row: dict) -> float:
+    """A row's CPU seconds per GB of records, all groups."""
+    return sum(c["io"] + c["other"] for c in row["cpu_s_per_gb"].values())
+
+
+def format_bounds(sides: dict) -> str:
+    """The raw socket ceiling and the bound CPU puts on each row's ratio, from this run."""
+    from loadgen import curve_ceiling
+    ceil = sides.get("ceiling")
+    lines = []
+    if ceil:
+        lines.append("raw socket ceiling (this run): one PUSH->PULL stream over tcp loopback, "
+                     "no Riverbed code")
+        lines.append(curve_ceiling.format_ceiling(ceil))
+    extra = {size: r["extra_io_cpu_s_per_gb"] for size, r in (ceil or {}).items()}
+    head = (f"{'row':<16} {'NONE s/GB':>10} {'CURVE s/GB':>11} {'CPU ratio':>10} "
+            f"{'model':>6} {'measured':>9}")
+    lines += ["CPU ratio = NONE CPU s/GB ÷ CURVE CPU s/GB of the fleet rows (all processes): "
+              "the ratio when the cores are the limit. model = NONE s/GB ÷ (NONE s/GB + "
+              f"{HOPS} hops × the raw stream's extra s/GB per CURVE hop).", head, "-" * len(head)]
+    for kind, size_key in (("produce", BATCH_SIZE), ("consume", 1 << 20)):
+        for size in sides["NONE"][kind]:
+            off, on = sides["NONE"][kind][size], sides["CURVE"][kind][size]
+            if "cpu_s_per_gb" not in off or "cpu_s_per_gb" not in on:
+                continue
+            a, b = cpu_total(off), cpu_total(on)
+            model = (curve_ceiling.cpu_bound_ratio(a, HOPS, extra[size_key])
+                     if size_key in extra else float("nan"))
+            lines.append(f"{f'{kind} {size} B':<16} {a:>10.2f} {b:>11.2f} "
+                         f"{(a / b if b else float('nan')):>10.2f} {model:>6.2f} "
+                         f"{on['records_per_sec'] / off['records_per_sec']:>9.2f}")
+    return "\n".join(lines)
+
+
+def format_security_cpu(sides: dict) -> str:
+    """Where each row's CPU went: seconds per GB of records by process group, as ZeroMQ I/O
+    threads (framing; with CURVE also encrypting and decrypting) + the rest (Python)."""
+    head = (f"{'row':<16} {'side':<5} " + " ".join(f"{g:>13}" for g in CPU_GROUPS)
+            + f" {'total':>7} {'io':>6} {'gw io1':>6} {'cores':>5}")
+    lines = ["CPU seconds per GB of records, ZeroMQ I/O threads + the rest, per process group "
+             "(client: this process); gw io1: the gateway's busiest I/O thread; cores: busy on "
+             "average during the row", head,
+             "-" * len(head)]
+    for kind in ("produce", "consume"):
+        for size in sides["NONE"][kind]:
+            for protocol in ("NONE", "CURVE"):
+                r = sides[protocol][kind][size]
+                per = r.get("cpu_s_per_gb")
+                if not per:
+                    continue
+                cells = []
+                for g in CPU_GROUPS:
+                    c = per.get(g, {"io": 0.0, "other": 0.0})
+                    cells.append(f"{c['io']:>6.2f}+{c['other']:<6.2f}")
+                io = sum(c["io"] for c in per.values())
+                total = io + sum(c["other"] for c in per.values())
+                gw1 = per.get("gateway", {}).get("io_busiest", 0.0)
+                lines.append(f"{f'{kind} {size} B':<16} {protocol:<5} " + " ".join(cells)
+                             + f" {total:>7.2f} {io:>6.2f} {gw1:>6.2f} {r['cores']:>5.2f}")
+    return "\n".join(lines)
+
+
 def _produce_figures(summary, baseline: float) -> dict:
     return {"records_per_sec": summary.records_per_sec, "mb_per_sec": summary.mb_per_sec,
             "latency_ms": summary.latency_ms, "baseline_records_per_sec": baseline,
@@ -391,6 +507,9 @@ def main(argv: list[str] | None = None) -> int:
                              "produce, consume and e2e latency rows; ratio CURVE/NONE)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="--security: rounds, alternating NONE/CURVE first (best kept)")
+    parser.add_argument("--ceiling-seconds", type=float, default=1.0,
+                        help="--security: seconds per raw socket stream of the ceiling "
+                             "(loadgen.curve_ceiling) measured first; 0 skips it")
     parser.add_argument("--security-protocol", type=str.upper, choices=("CURVE", "NONE"),
                         default="CURVE", help="the started fleet's (default CURVE)")
     parser.add_argument("--no-issue15", action="store_true",
@@ -398,11 +517,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     if args.security:
-        sides = run_security(args.scale, args.e2e_records, args.rounds)
+        sides = run_security(args.scale, args.e2e_records, args.rounds, args.ceiling_seconds)
         print("CURVE on vs off (same run, fleets of 3 storage nodes, 1 controller, 1 gateway; "
               "one process; send_many, acks=1, RF 1, 1 partition, batch.size "
               f"{BATCH_SIZE}, linger.ms {LINGER_MS})")
         print(format_security(sides))
+        print(format_security_cpu(sides))
+        print(format_bounds(sides))
         print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
         if args.json:
             with open(args.json, "w") as f:

@@ -23,7 +23,8 @@ is full) is dropped, counted in `statistics().replies_dropped` and logged at DEB
 
 Modules: `server` (RpcServer, Reply, remote_wait), `channel` (AsyncChannel, ChannelPool),
 `pubsub` (Publisher, Subscriber), `security` (CURVE keys, the ZAP handler, the process's
-settings). `from services.common.rpc import X` keeps working for all of them.
+settings), `affinity` (which I/O threads a socket's connections use: accepted ones the first
+half, made ones the rest). `from services.common.rpc import X` keeps working for all of them.
 
 Security: with `security.protocol=CURVE` (services.common.rpc.security) every socket here is
 encrypted and authenticated; handlers see `Request.principal` (`User:<name>`) and `Request.host`.

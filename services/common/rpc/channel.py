@@ -25,6 +25,7 @@ from riverbed.wire.framing import (
     encode_request,
 )
 from riverbed.wire.security import ClientSecurity
+from services.common.rpc.affinity import CLIENT, apply_affinity
 from services.common.rpc.security import process_security
 from services.common.rpc.server import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -58,6 +59,7 @@ class AsyncChannel:
         configure_dealer(sock, max_message_bytes=max_message_bytes, linger_ms=linger_ms,
                          reconnect_ivl_ms=reconnect_ivl_ms,
                          reconnect_ivl_max_ms=reconnect_ivl_max_ms)
+        apply_affinity(sock, ctx, CLIENT)     # connections it makes: the other I/O threads
         try:
             (security or process_security().client).apply(sock, endpoint)
             sock.connect(endpoint)

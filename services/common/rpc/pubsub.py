@@ -11,6 +11,7 @@ import zmq.asyncio
 
 from riverbed.wire.dealer import DEFAULT_HWM
 from riverbed.wire.security import ClientSecurity
+from services.common.rpc.affinity import CLIENT, SERVER, apply_affinity
 from services.common.rpc.security import ServerSecurity, process_security
 from services.common.rpc.server import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -31,6 +32,7 @@ class Publisher:
         sock.setsockopt(zmq.SNDHWM, sndhwm)
         # subscribers only send subscriptions: a frame above this drops that peer
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+        apply_affinity(sock, ctx, SERVER)
         try:
             (security or process_security()).apply_server(sock, ctx)
             sock.bind(endpoint)
@@ -62,6 +64,7 @@ class Subscriber:
         sock = ctx.socket(zmq.SUB, socket_class=zmq.Socket)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+        apply_affinity(sock, ctx, CLIENT)
         for t in topics:
             sock.setsockopt(zmq.SUBSCRIBE, t)
         self._sock = sock

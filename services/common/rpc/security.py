@@ -12,7 +12,9 @@ config declares them):
     socket.handshake.timeout.ms     ZMQ_HANDSHAKE_IVL: a peer that has not finished its CURVE
                                     handshake by then is disconnected (default 10000)
     num.network.threads             ZeroMQ I/O threads of the process's context (Kafka's name;
-                                    default 2): they frame, encrypt and decrypt every message
+                                    default 2): they frame, encrypt and decrypt every message;
+                                    accepted connections use the first half, the connections
+                                    the process makes the rest (services.common.rpc.affinity)
     max.connections.per.ip          Kafka's: connections one IP may hold to one process's
                                     server sockets; the ZAP handler refuses the handshake of one
                                     more (counted from socket monitor events; CURVE only)

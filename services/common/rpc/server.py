@@ -28,6 +28,7 @@ from riverbed.wire.dealer import DEFAULT_HWM
 from riverbed.wire.security import ANONYMOUS
 from services.common.cluster_action import requires_cluster_action
 from services.common.metrics_core import RequestMetrics
+from services.common.rpc.affinity import SERVER, apply_affinity
 from services.common.rpc.security import ServerSecurity, process_security
 from riverbed.wire.framing import (
     CORRUPT_MESSAGE,
@@ -152,6 +153,7 @@ class RpcServer:
         sock.setsockopt(zmq.MAXMSGSIZE, socket_request_max_bytes)
         sock.setsockopt(zmq.SNDHWM, DEFAULT_HWM)
         sock.setsockopt(zmq.RCVHWM, DEFAULT_HWM)
+        apply_affinity(sock, ctx, SERVER)     # accepted connections: the first I/O threads
         try:
             security.apply_server(sock, ctx)
             sock.bind(endpoint)
