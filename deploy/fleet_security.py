@@ -21,6 +21,8 @@ with `root=`) and drive it with `python -m deploy.fleet_security`:
     ensure --root D --services JSON [--client NAME ...]   keys missing for these services
                                                           ({name: [endpoints]}) and clients
     rotate --root D --phase begin|finish --key NAME ...   client key rotation (below)
+    sync --root D [--owner U --group G] < JSON            on a host: make its key directory
+                                                          hold exactly its share (sync())
 
 A client key's rotation keeps its principal: `begin` renames the current pair to
 `<name>.retiring.key` / `.key_secret` (still trusted: the file name is not the principal, the
@@ -47,12 +49,17 @@ from riverbed.wire.security import (
     read_certificate,
 )
 
-__all__ = ["FleetSecurity", "CLIENT_KEY_NAME", "ZK_USER", "RETIRING"]
+__all__ = ["FleetSecurity", "CLIENT_KEY_NAME", "CLIENT_GRANTS", "ZK_USER", "RETIRING"]
 
 CLIENT_KEY_NAME = "client"
 ZK_USER = "riverbed"
 # `<name>.retiring.key`: a client key's previous pair during a rotation (still trusted).
 RETIRING = "retiring"
+# What a CURVE fleet grants its client keys (ACLs are enforced, nothing is open without a grant):
+# ALLOW All on these (resource type, literal name) of services.common.acl -- the local fleet's
+# `client` key (Fleet._grant_operator), and the Ansible roles' operator and client keys.
+CLIENT_GRANTS = (("Topic", "*"), ("Group", "*"), ("TransactionalId", "*"),
+                 ("Cluster", "kafka-cluster"))
 
 
 class FleetSecurity:
@@ -159,6 +166,43 @@ class FleetSecurity:
                 done = True
         return done
 
+    # --- a host's share (the Ansible roles' security.yml, run on the host) ----------------------
+
+    def sync(self, bundle: Mapping[str, Mapping[str, str]], *, uid: int = -1,
+             gid: int = -1) -> tuple[list[str], bool]:
+        """Make this directory hold exactly `bundle`: {"certificates": {file: text}} (0644: the
+        trusted keys directory), {"private": {file: text}} (0600 in a 0700 directory), {"files":
+        {file: text}} (0600, in the root). A `*.key` / `*.key_secret` the bundle does not name is
+        removed from certificates/ / private/ (a finished rotation, a service moved away). Each
+        write is atomic (a service re-reading certificates/ never sees half a file) and happens
+        only when the content differs. Returns (the paths changed, relative to the root; whether
+        the trusted keys changed)."""
+        changed: list[str] = []
+        trust_changed = False
+        for directory, mode in ((self.root, 0o755), (self.trust_dir, 0o755), (self.private_dir, 0o700)):
+            directory.mkdir(parents=True, exist_ok=True)
+            if directory.stat().st_mode & 0o777 != mode:
+                os.chmod(directory, mode)
+                changed.append(str(directory.relative_to(self.root)) + "/")
+            os.chown(directory, uid, gid)
+        for directory, section, suffix, mode in ((self.trust_dir, "certificates", ".key", 0o644),
+                                                 (self.private_dir, "private", ".key_secret", 0o600),
+                                                 (self.root, "files", None, 0o600)):
+            wanted = {check_file_name(f): str(text) for f, text in (bundle.get(section) or {}).items()}
+            for name, text in sorted(wanted.items()):
+                path = directory / name
+                if _sync_file(path, text, mode, uid, gid):
+                    changed.append(str(path.relative_to(self.root)))
+                    trust_changed |= directory == self.trust_dir
+            if suffix is None:
+                continue
+            for path in sorted(directory.iterdir()):
+                if path.name.endswith(suffix) and path.name not in wanted:
+                    path.unlink()
+                    changed.append(str(path.relative_to(self.root)))
+                    trust_changed |= directory == self.trust_dir
+        return changed, trust_changed
+
     def service_properties(self, name: str) -> dict[str, str]:
         """The security keys of service `name`'s .properties."""
         if not self.curve:
@@ -206,6 +250,38 @@ class FleetSecurity:
         return zkmod.ZkAuth.from_file(str(self.zk_credentials_file), set_acl=True)
 
 
+def check_file_name(name: str) -> str:
+    """A plain file name (no directory part, not hidden): what a key bundle may name."""
+    if not name or name != pathlib.Path(name).name or name.startswith("."):
+        raise SecurityConfigError(f"{name!r}: expected a plain file name")
+    return name
+
+
+def _sync_file(path: pathlib.Path, text: str, mode: int, uid: int, gid: int) -> bool:
+    """Write `text` to `path` with `mode` unless it holds it already (atomically); True when
+    something changed (content, mode or owner)."""
+    try:
+        st = path.stat()
+        same = path.read_text() == text
+    except OSError:
+        st, same = None, False
+    if not same:
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.chown(tmp, uid, gid)
+        os.replace(tmp, path)
+        return True
+    assert st is not None
+    fix = st.st_mode & 0o777 != mode or (uid != -1 and st.st_uid != uid) or (gid != -1 and st.st_gid != gid)
+    if fix:
+        os.chmod(path, mode)
+        os.chown(path, uid, gid)
+    return fix
+
+
 class ClientEnv:
     """Export a fleet's client settings into this process's environment (so SDK clients made
     here use them) and put back what was there before."""
@@ -248,15 +324,28 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--root", required=True, type=pathlib.Path)
     r.add_argument("--phase", required=True, choices=("begin", "finish"))
     r.add_argument("--key", action="append", default=[], required=True, help="repeatable")
+    y = sub.add_parser("sync", help="on a host: make its key directory hold exactly the JSON "
+                                    "bundle on stdin ({certificates, private, files: {name: text}})")
+    y.add_argument("--root", required=True, type=pathlib.Path)
+    y.add_argument("--owner", default="", help="user owning the files (default: this process's)")
+    y.add_argument("--group", default="", help="group owning the files")
     a = ap.parse_args(argv)
     sec = FleetSecurity(a.root, "CURVE", root=a.root)
     try:
+        if a.cmd == "sync":
+            import grp
+            import pwd
+            uid = pwd.getpwnam(a.owner).pw_uid if a.owner else -1
+            gid = grp.getgrnam(a.group).gr_gid if a.group else -1
+            changed, trust_changed = sec.sync(json.load(sys.stdin), uid=uid, gid=gid)
+            print(json.dumps({"changed": changed, "trust_changed": trust_changed}))
+            return 0
         if a.cmd == "ensure":
             changed = sec.ensure(json.loads(a.services), a.client or [CLIENT_KEY_NAME])
         else:
             step = sec.rotate_begin if a.phase == "begin" else sec.rotate_finish
             changed = [name for name in a.key if step(name)]
-    except (SecurityConfigError, OSError, ValueError) as err:
+    except (SecurityConfigError, OSError, ValueError, KeyError) as err:
         print(f"Error: {err}", file=sys.stderr)
         return 1
     print(json.dumps({"changed": changed}))

@@ -10,6 +10,7 @@ there), so `deploy` is importable; the repository root is added to sys.path as a
     text = groups['all'] | riverbed_scrape_config(hostvars, groups, settings)
     plan = groups['all'] | riverbed_key_plan(hostvars, groups, settings)
     missing = acls_list_stdout | riverbed_missing_acl_grants(['User:operator', 'User:client'])
+    bundle = inventory_hostname | riverbed_host_key_bundle(hostvars, groups, settings, keys_dir, 'operator')
 
 `settings` is a dict of the shared variables (see roles/riverbed_common/defaults/main.yml):
 ports, metrics_port_offset, data_dir, config_dir, log_dir, zookeeper_client_port,
@@ -27,11 +28,13 @@ from typing import Any
 
 try:
     from deploy.fleet import ROLES, ConfigContext
+    from deploy.fleet_security import CLIENT_GRANTS as FLEET_CLIENT_GRANTS
     from deploy.fleet_security import FleetSecurity
     from deploy.prometheus import scrape_config, target_of
 except ImportError:  # ansible-playbook run by a Python without the project installed
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
     from deploy.fleet import ROLES, ConfigContext
+    from deploy.fleet_security import CLIENT_GRANTS as FLEET_CLIENT_GRANTS
     from deploy.fleet_security import FleetSecurity
     from deploy.prometheus import scrape_config, target_of
 
@@ -149,11 +152,12 @@ def key_plan(hosts: list[str], hostvars: Mapping, groups: Mapping, settings: Map
 # `riverbed acls --list` prints a header per resource, then one line per entry.
 _ACL_RESOURCE = re.compile(r"resourceType=(\w+), name=(.*), patternType=(\w+)\)")
 _ACL_ENTRY = re.compile(r"\(principal=([^,]+), host=([^,]+), operation=([^,]+), permissionType=([^)]+)\)")
-# What the local fleet grants its client key (Fleet._grant_operator): every operation on every
-# topic, group and transactional id, and the cluster; as `riverbed acls --add` flags.
-CLIENT_GRANTS = (("Topic", "*", ["--topic", "*"]), ("Group", "*", ["--group", "*"]),
-                 ("TransactionalId", "*", ["--transactional-id", "*"]),
-                 ("Cluster", "kafka-cluster", ["--cluster"]))
+# What the local fleet grants its client key (deploy/fleet_security.py CLIENT_GRANTS: every
+# operation on every topic, group and transactional id, and the cluster), with the
+# `riverbed acls --add` flags naming each resource.
+_ACL_FLAGS = {"Topic": "--topic", "Group": "--group", "TransactionalId": "--transactional-id"}
+CLIENT_GRANTS = tuple((rtype, name, [_ACL_FLAGS[rtype], name] if rtype in _ACL_FLAGS else ["--cluster"])
+                      for rtype, name in FLEET_CLIENT_GRANTS)
 
 
 def missing_acl_grants(acls_list_stdout: str, principals: list[str]) -> list[dict[str, Any]]:
@@ -192,6 +196,22 @@ def properties_text(service: Mapping[str, Any]) -> str:
              "# the same keys `riverbed fleet up` writes (deploy/fleet.py). Local edits are overwritten."]
     lines += [f"{k}={v}" for k, v in service["properties"].items()]
     return "\n".join(lines) + "\n"
+
+
+def host_key_bundle(host: str, hostvars: Mapping, groups: Mapping, settings: Mapping,
+                    keys_dir: str, operator_key: str, tools_properties: str = "tools.properties") -> dict[str, Any]:
+    """`host`'s share of the control machine's key directory `keys_dir`, as the JSON
+    `python -m deploy.fleet_security sync` installs on the host in one step: every public
+    certificate, the secret keys of the host's own processes and of the operator key, the
+    ZooKeeper credentials, and the tools' client properties (the operator key). Read on the
+    control machine (filters run there)."""
+    root = pathlib.Path(str(keys_dir))
+    certs = {p.name: p.read_text() for p in sorted((root / "certificates").glob("*.key"))}
+    names = [s["name"] for s in host_services(host, hostvars, groups, settings)] + [str(operator_key)]
+    secrets = {f"{n}.key_secret": (root / "private" / f"{n}.key_secret").read_text() for n in names}
+    files = {"zookeeper.credentials": (root / "zookeeper.credentials").read_text(),
+             str(tools_properties): client_properties_text(settings, operator_key)}
+    return {"certificates": certs, "private": secrets, "files": files}
 
 
 def client_properties_text(settings: Mapping, key_name: str) -> str:
@@ -247,4 +267,5 @@ class FilterModule:
                 "riverbed_properties_text": properties_text,
                 "riverbed_reassign_json_lines": reassign_json_lines,
                 "riverbed_decommission_plan": decommission_plan,
-                "riverbed_key_plan": key_plan, "riverbed_client_properties_text": client_properties_text, "riverbed_missing_acl_grants": missing_acl_grants}
+                "riverbed_key_plan": key_plan, "riverbed_client_properties_text": client_properties_text,
+                "riverbed_host_key_bundle": host_key_bundle, "riverbed_missing_acl_grants": missing_acl_grants}

@@ -119,6 +119,23 @@ def test_client_properties_text_is_the_fleets_for_the_hosts_key_dir():
     assert "curve.server.keys.dir=/etc/riverbed/keys/certificates\n" in text
 
 
+def test_host_key_bundle_is_its_own_share(tmp_path):
+    from deploy.fleet_security import FleetSecurity
+    groups, hostvars, settings = _example()
+    keys = tmp_path / "keys"
+    FleetSecurity(keys, root=keys).ensure(rf.key_plan(groups["all"], hostvars, groups, settings),
+                                          ["operator", "client"])
+    b = rf.host_key_bundle("rb2", hostvars, groups, settings, str(keys), "operator")
+    assert set(b["certificates"]) == {f"{n}.key" for n in rf.key_plan(groups["all"], hostvars, groups, settings)} | {
+        "operator.key", "client.key"}
+    # rb2 runs controller-2 and storage-1: only their secrets and the operator's
+    assert set(b["private"]) == {"controller-2.key_secret", "storage-1.key_secret", "operator.key_secret"}
+    assert all("secret-key" in t for t in b["private"].values())
+    assert not any("secret-key" in t for t in b["certificates"].values())
+    assert set(b["files"]) == {"zookeeper.credentials", "tools.properties"}
+    assert "operator.key_secret" in b["files"]["tools.properties"]
+
+
 ACLS_LISTED = """Current ACLs for resource `ResourcePattern(resourceType=Topic, name=*, patternType=LITERAL)`:
  \t(principal=User:operator, host=*, operation=All, permissionType=ALLOW)
  \t(principal=User:client, host=*, operation=Read, permissionType=ALLOW)

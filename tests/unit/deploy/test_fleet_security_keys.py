@@ -85,3 +85,49 @@ def test_a_service_key_is_not_rotated_as_a_client_key(tmp_path, capsys):
     with pytest.raises(SecurityConfigError, match="service key"):
         fs.FleetSecurity(root, root=root).rotate_begin("storage-1")
     assert fs.main(["rotate", "--root", str(root), "--phase", "begin", "--key", "nope"]) == 1
+
+
+def test_sync_installs_exactly_a_hosts_share_and_reports_trust_changes(tmp_path, capsys, monkeypatch):
+    import io
+    host = tmp_path / "etc-keys"
+    bundle = {"certificates": {"a.key": "A\n", "client.key": "C\n"},
+              "private": {"a.key_secret": "secret-a\n"},
+              "files": {"zookeeper.credentials": "riverbed:pw\n", "tools.properties": "x=1\n"}}
+
+    def sync(b):
+        monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(b)))
+        return _cli(capsys, "sync", "--root", str(host))
+
+    first = sync(bundle)
+    assert first["trust_changed"] and set(first["changed"]) == {
+        "private/", "certificates/a.key", "certificates/client.key", "private/a.key_secret",
+        "tools.properties", "zookeeper.credentials"}                 # private/ made 0700
+    assert stat.S_IMODE((host / "private").stat().st_mode) == 0o700
+    assert stat.S_IMODE((host / "private/a.key_secret").stat().st_mode) == 0o600
+    assert stat.S_IMODE((host / "certificates/a.key").stat().st_mode) == 0o644
+    assert stat.S_IMODE((host / "zookeeper.credentials").stat().st_mode) == 0o600
+    assert sync(bundle) == {"changed": [], "trust_changed": False}          # idempotent
+    # a mode someone loosened is put back, without counting as a trust change
+    (host / "private/a.key_secret").chmod(0o644)
+    assert sync(bundle) == {"changed": ["private/a.key_secret"], "trust_changed": False}
+    # a rotation's new key arrives, then the retiring one goes; a stray secret is removed
+    (host / "private/other.key_secret").write_text("not this host's\n")
+    second = {**bundle, "certificates": {"a.key": "A\n", "client.key": "C2\n"}}
+    out = sync(second)
+    assert out["trust_changed"] and set(out["changed"]) == {"certificates/client.key",
+                                                            "private/other.key_secret"}
+    assert (host / "certificates/client.key").read_text() == "C2\n"
+    assert sorted(p.name for p in (host / "private").iterdir()) == ["a.key_secret"]
+    third = {**second, "certificates": {"a.key": "A\n"}}
+    assert sync(third) == {"changed": ["certificates/client.key"], "trust_changed": True}
+    # a name with a directory part is refused, nothing written
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"private": {"../x.key_secret": "s"}})))
+    assert fs.main(["sync", "--root", str(host)]) == 1
+    assert not (tmp_path / "x.key_secret").exists()
+
+
+def test_the_fleet_and_the_roles_grant_the_same():
+    from services.common.acl.authorizer import CLUSTER_NAME, WILDCARD, ResourceType
+    assert {ResourceType(t) for t, _ in fs.CLIENT_GRANTS} == set(ResourceType)
+    assert dict(fs.CLIENT_GRANTS)["Cluster"] == CLUSTER_NAME
+    assert {n for t, n in fs.CLIENT_GRANTS if t != "Cluster"} == {WILDCARD}
