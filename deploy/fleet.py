@@ -50,7 +50,7 @@ from typing import Any
 
 from deploy.process import (LaunchError, free_port_block, is_alive, is_ours, port_accepts, send_signal, spawn,
                             stop_all, wait_for)
-from deploy.fleet_security import CLIENT_KEY_NAME, ClientEnv, FleetSecurity
+from deploy.fleet_security import CLIENT_GRANTS, CLIENT_KEY_NAME, ClientEnv, FleetSecurity
 from deploy.prometheus import scrape_config, target_of
 from deploy.zookeeper import ZooKeeperServer, ruok
 
@@ -534,17 +534,15 @@ class Fleet:
             return
         from services.common import zk as zkmod
         from services.common.acl import store
-        from services.common.acl.authorizer import (CLUSTER_NAME, WILDCARD, AclEntry, Operation,
-                                                    Permission, ResourcePattern, ResourceType)
+        from services.common.acl.authorizer import (WILDCARD, AclEntry, Operation, Permission,
+                                                    ResourcePattern, ResourceType)
         client = zkmod.connect(self.zk_connect, timeout_s=self.ready_timeout_s,
                                session_timeout_ms=SESSION_TIMEOUT_MS, create_chroot=False,
                                auth=self.security.zk_auth())
         try:
             entry = AclEntry(f"User:{CLIENT_KEY_NAME}", WILDCARD, Operation.ALL, Permission.ALLOW)
-            for rtype, name in ((ResourceType.TOPIC, WILDCARD), (ResourceType.GROUP, WILDCARD),
-                                (ResourceType.TRANSACTIONAL_ID, WILDCARD),
-                                (ResourceType.CLUSTER, CLUSTER_NAME)):
-                store.add_acls(client, ResourcePattern(rtype, name), [entry])
+            for rtype, name in CLIENT_GRANTS:      # the Ansible roles grant the same
+                store.add_acls(client, ResourcePattern(ResourceType(rtype), name), [entry])
         finally:
             zkmod.close(client)
 

@@ -14,6 +14,20 @@ Keys are generated once and kept across `up`s (a service's key is regenerated on
 endpoints changed). Rotating the client key: `riverbed keys generate` a new one, `riverbed keys
 add` it to certificates/ (the services admit it within curve.trusted.keys.reload.ms, or at once
 on SIGHUP), move clients over, then delete the old `.key` from certificates/.
+
+The Ansible roles keep the same layout on the control machine (`riverbed_keys_dir`, a root given
+with `root=`) and drive it with `python -m deploy.fleet_security`:
+
+    ensure --root D --services JSON [--client NAME ...]   keys missing for these services
+                                                          ({name: [endpoints]}) and clients
+    rotate --root D --phase begin|finish --key NAME ...   client key rotation (below)
+    sync --root D [--owner U --group G] < JSON            on a host: make its key directory
+                                                          hold exactly its share (sync())
+
+A client key's rotation keeps its principal: `begin` renames the current pair to
+`<name>.retiring.key` / `.key_secret` (still trusted: the file name is not the principal, the
+certificate's `name` is) and writes a new `<name>.key` / `.key_secret`; `finish` deletes the
+retiring pair. Each prints JSON: {"changed": [...]}.
 """
 from __future__ import annotations
 
@@ -29,21 +43,32 @@ from riverbed.wire.security import (
     ENV_SECRET_KEY_FILE,
     ENV_SERVER_KEYS_DIR,
     SecurityConfigError,
+    check_name,
     check_protocol,
     create_keypair,
     read_certificate,
 )
 
-__all__ = ["FleetSecurity", "CLIENT_KEY_NAME", "ZK_USER"]
+__all__ = ["FleetSecurity", "CLIENT_KEY_NAME", "CLIENT_GRANTS", "ZK_USER", "RETIRING"]
 
 CLIENT_KEY_NAME = "client"
 ZK_USER = "riverbed"
+# `<name>.retiring.key`: a client key's previous pair during a rotation (still trusted).
+RETIRING = "retiring"
+# What a CURVE fleet grants its client keys (ACLs are enforced, nothing is open without a grant):
+# ALLOW All on these (resource type, literal name) of services.common.acl -- the local fleet's
+# `client` key (Fleet._grant_operator), and the Ansible roles' operator and client keys.
+CLIENT_GRANTS = (("Topic", "*"), ("Group", "*"), ("TransactionalId", "*"),
+                 ("Cluster", "kafka-cluster"))
 
 
 class FleetSecurity:
-    def __init__(self, data_dir: pathlib.Path, protocol: str = "CURVE"):
+    def __init__(self, data_dir: pathlib.Path, protocol: str = "CURVE", *,
+                 root: pathlib.Path | None = None):
+        """Under `data_dir/security`, or under `root` itself when given (the Ansible roles'
+        key directory on the control machine, and each host's)."""
         self.protocol = check_protocol(protocol)
-        self.root = data_dir / "security"
+        self.root = pathlib.Path(root) if root is not None else data_dir / "security"
         self.trust_dir = self.root / "certificates"
         self.private_dir = self.root / "private"
         self.zk_credentials_file = self.root / "zookeeper.credentials"
@@ -56,27 +81,41 @@ class FleetSecurity:
     def secret_key_file(self, name: str) -> pathlib.Path:
         return self.private_dir / f"{name}.key_secret"
 
-    def ensure(self, services: Mapping[str, Iterable[str]]) -> None:
-        """Create what is missing: a keypair per service (name -> its endpoints), the client
-        keypair, ZooKeeper credentials and client.properties. No-op for NONE."""
+    def ensure(self, services: Mapping[str, Iterable[str]],
+               clients: Iterable[str] = (CLIENT_KEY_NAME,)) -> list[str]:
+        """Create what is missing: a keypair per service (name -> its endpoints), a keypair per
+        client name (the `client` key by default), ZooKeeper credentials and client.properties
+        (for the `client` key, else the first client's). Returns the names of what it created or
+        replaced (empty when everything was there and valid). No-op for NONE."""
         if not self.curve:
-            return
+            return []
+        changed = []
         self.root.mkdir(parents=True, exist_ok=True)
         self.private_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.private_dir, 0o700)
         for name, endpoints in services.items():
             eps = tuple(endpoints)
-            self._ensure_key(name, "service", eps)
-        self._ensure_key(CLIENT_KEY_NAME, "client", ())
+            if self._ensure_key(name, "service", eps):
+                changed.append(name)
+        clients = list(clients)
+        for name in clients:
+            if self._ensure_key(name, "client", ()):
+                changed.append(name)
         if not self.zk_credentials_file.exists():
             fd = os.open(self.zk_credentials_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(f"{ZK_USER}:{secrets.token_urlsafe(24)}\n")
-        self.client_properties_file.write_text(
-            "# a client of this fleet: riverbed tools --command-config, RIVERBED_CLIENT_PROPERTIES\n"
-            + "".join(f"{k}={v}\n" for k, v in self.client_properties().items()))
+            changed.append(self.zk_credentials_file.name)
+        # client.properties: for the `client` key when there is one, else the first client's
+        props_key = CLIENT_KEY_NAME if CLIENT_KEY_NAME in clients or not clients else clients[0]
+        text = ("# a client of this fleet: riverbed tools --command-config, RIVERBED_CLIENT_PROPERTIES\n"
+                + "".join(f"{k}={v}\n" for k, v in self.client_properties(props_key).items()))
+        if not self.client_properties_file.exists() or self.client_properties_file.read_text() != text:
+            self.client_properties_file.write_text(text)
+            changed.append(self.client_properties_file.name)
+        return changed
 
-    def _ensure_key(self, name: str, kind: str, endpoints: tuple[str, ...]) -> None:
+    def _ensure_key(self, name: str, kind: str, endpoints: tuple[str, ...]) -> bool:
         pub = self.trust_dir / f"{name}.key"
         sec = self.secret_key_file(name)
         if pub.exists() and sec.exists():
@@ -84,11 +123,85 @@ class FleetSecurity:
                 cert = read_certificate(pub)
                 if cert.endpoints == endpoints and cert.kind == kind and \
                         read_certificate(sec).public_key == cert.public_key:
-                    return
+                    return False
             except SecurityConfigError:
                 pass
         create_keypair(self.trust_dir, name, kind=kind, endpoints=endpoints,
                        secret_dir=self.private_dir, overwrite=True)
+        return True
+
+    # --- client key rotation (the Ansible roles' rotate-keys.yml) ------------------------------
+
+    def _retiring(self, name: str) -> tuple[pathlib.Path, pathlib.Path]:
+        return (self.trust_dir / f"{name}.{RETIRING}.key",
+                self.private_dir / f"{name}.{RETIRING}.key_secret")
+
+    def rotate_begin(self, name: str) -> bool:
+        """Keep `name`'s current pair as `<name>.retiring.*` (still trusted, same principal) and
+        write a new current pair. False (nothing done) while a rotation of `name` is under way
+        (finish it first), so a re-run changes nothing."""
+        check_name(name)
+        old_pub, old_sec = self._retiring(name)
+        if old_pub.exists():
+            return False
+        pub, sec = self.trust_dir / f"{name}.key", self.secret_key_file(name)
+        cert = read_certificate(pub)
+        if cert.kind != "client":
+            raise SecurityConfigError(f"{name} is a {cert.kind} key: only client keys rotate here")
+        # the secret first: a half-done begin leaves the old pair trusted and in use
+        os.replace(sec, old_sec)
+        os.replace(pub, old_pub)
+        create_keypair(self.trust_dir, name, kind="client", secret_dir=self.private_dir,
+                       overwrite=True)
+        return True
+
+    def rotate_finish(self, name: str) -> bool:
+        """Delete `name`'s retiring pair; False when there is none."""
+        check_name(name)
+        old_pub, old_sec = self._retiring(name)
+        done = False
+        for f in (old_pub, old_sec):
+            if f.exists():
+                f.unlink()
+                done = True
+        return done
+
+    # --- a host's share (the Ansible roles' security.yml, run on the host) ----------------------
+
+    def sync(self, bundle: Mapping[str, Mapping[str, str]], *, uid: int = -1,
+             gid: int = -1) -> tuple[list[str], bool]:
+        """Make this directory hold exactly `bundle`: {"certificates": {file: text}} (0644: the
+        trusted keys directory), {"private": {file: text}} (0600 in a 0700 directory), {"files":
+        {file: text}} (0600, in the root). A `*.key` / `*.key_secret` the bundle does not name is
+        removed from certificates/ / private/ (a finished rotation, a service moved away). Each
+        write is atomic (a service re-reading certificates/ never sees half a file) and happens
+        only when the content differs. Returns (the paths changed, relative to the root; whether
+        the trusted keys changed)."""
+        changed: list[str] = []
+        trust_changed = False
+        for directory, mode in ((self.root, 0o755), (self.trust_dir, 0o755), (self.private_dir, 0o700)):
+            directory.mkdir(parents=True, exist_ok=True)
+            if directory.stat().st_mode & 0o777 != mode:
+                os.chmod(directory, mode)
+                changed.append(str(directory.relative_to(self.root)) + "/")
+            os.chown(directory, uid, gid)
+        for directory, section, suffix, mode in ((self.trust_dir, "certificates", ".key", 0o644),
+                                                 (self.private_dir, "private", ".key_secret", 0o600),
+                                                 (self.root, "files", None, 0o600)):
+            wanted = {check_file_name(f): str(text) for f, text in (bundle.get(section) or {}).items()}
+            for name, text in sorted(wanted.items()):
+                path = directory / name
+                if _sync_file(path, text, mode, uid, gid):
+                    changed.append(str(path.relative_to(self.root)))
+                    trust_changed |= directory == self.trust_dir
+            if suffix is None:
+                continue
+            for path in sorted(directory.iterdir()):
+                if path.name.endswith(suffix) and path.name not in wanted:
+                    path.unlink()
+                    changed.append(str(path.relative_to(self.root)))
+                    trust_changed |= directory == self.trust_dir
+        return changed, trust_changed
 
     def service_properties(self, name: str) -> dict[str, str]:
         """The security keys of service `name`'s .properties."""
@@ -100,11 +213,12 @@ class FleetSecurity:
                 "zookeeper.set.acl": "true",
                 "zookeeper.credentials.file": str(self.zk_credentials_file)}
 
-    def client_properties(self) -> dict[str, str]:
+    def client_properties(self, name: str = CLIENT_KEY_NAME) -> dict[str, str]:
+        """What a client using key `name` needs (a client properties file's keys)."""
         if not self.curve:
             return {"security.protocol": "NONE"}
         return {"security.protocol": "CURVE",
-                "curve.secret.key.file": str(self.secret_key_file(CLIENT_KEY_NAME)),
+                "curve.secret.key.file": str(self.secret_key_file(name)),
                 "curve.server.keys.dir": str(self.trust_dir)}
 
     def client_env(self) -> dict[str, str]:
@@ -136,6 +250,38 @@ class FleetSecurity:
         return zkmod.ZkAuth.from_file(str(self.zk_credentials_file), set_acl=True)
 
 
+def check_file_name(name: str) -> str:
+    """A plain file name (no directory part, not hidden): what a key bundle may name."""
+    if not name or name != pathlib.Path(name).name or name.startswith("."):
+        raise SecurityConfigError(f"{name!r}: expected a plain file name")
+    return name
+
+
+def _sync_file(path: pathlib.Path, text: str, mode: int, uid: int, gid: int) -> bool:
+    """Write `text` to `path` with `mode` unless it holds it already (atomically); True when
+    something changed (content, mode or owner)."""
+    try:
+        st = path.stat()
+        same = path.read_text() == text
+    except OSError:
+        st, same = None, False
+    if not same:
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.chown(tmp, uid, gid)
+        os.replace(tmp, path)
+        return True
+    assert st is not None
+    fix = st.st_mode & 0o777 != mode or (uid != -1 and st.st_uid != uid) or (gid != -1 and st.st_gid != gid)
+    if fix:
+        os.chmod(path, mode)
+        os.chown(path, uid, gid)
+    return fix
+
+
 class ClientEnv:
     """Export a fleet's client settings into this process's environment (so SDK clients made
     here use them) and put back what was there before."""
@@ -159,3 +305,52 @@ class ClientEnv:
             else:
                 os.environ[k] = v
         self._saved = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The Ansible roles' key steps on the control machine (see the module's docstring)."""
+    import argparse
+    import json
+    import sys
+    ap = argparse.ArgumentParser(prog="python -m deploy.fleet_security",
+                                 description="CurveZMQ keys of a fleet under one directory")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("ensure", help="generate what is missing (never replaces a good key)")
+    e.add_argument("--root", required=True, type=pathlib.Path)
+    e.add_argument("--services", required=True,
+                   help='JSON {"<service name>": ["tcp://host:port", ...]}')
+    e.add_argument("--client", action="append", default=[], help="a client key name (repeatable)")
+    r = sub.add_parser("rotate", help="begin or finish a client key rotation")
+    r.add_argument("--root", required=True, type=pathlib.Path)
+    r.add_argument("--phase", required=True, choices=("begin", "finish"))
+    r.add_argument("--key", action="append", default=[], required=True, help="repeatable")
+    y = sub.add_parser("sync", help="on a host: make its key directory hold exactly the JSON "
+                                    "bundle on stdin ({certificates, private, files: {name: text}})")
+    y.add_argument("--root", required=True, type=pathlib.Path)
+    y.add_argument("--owner", default="", help="user owning the files (default: this process's)")
+    y.add_argument("--group", default="", help="group owning the files")
+    a = ap.parse_args(argv)
+    sec = FleetSecurity(a.root, "CURVE", root=a.root)
+    try:
+        if a.cmd == "sync":
+            import grp
+            import pwd
+            uid = pwd.getpwnam(a.owner).pw_uid if a.owner else -1
+            gid = grp.getgrnam(a.group).gr_gid if a.group else -1
+            changed, trust_changed = sec.sync(json.load(sys.stdin), uid=uid, gid=gid)
+            print(json.dumps({"changed": changed, "trust_changed": trust_changed}))
+            return 0
+        if a.cmd == "ensure":
+            changed = sec.ensure(json.loads(a.services), a.client or [CLIENT_KEY_NAME])
+        else:
+            step = sec.rotate_begin if a.phase == "begin" else sec.rotate_finish
+            changed = [name for name in a.key if step(name)]
+    except (SecurityConfigError, OSError, ValueError, KeyError) as err:
+        print(f"Error: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps({"changed": changed}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

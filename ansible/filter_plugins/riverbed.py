@@ -8,24 +8,34 @@ there), so `deploy` is importable; the repository root is added to sys.path as a
 
     services = inventory_hostname | riverbed_host_services(hostvars, groups, settings)
     text = groups['all'] | riverbed_scrape_config(hostvars, groups, settings)
+    plan = groups['all'] | riverbed_key_plan(hostvars, groups, settings)
+    missing = acls_list_stdout | riverbed_missing_acl_grants(['User:operator', 'User:client'])
+    bundle = inventory_hostname | riverbed_host_key_bundle(hostvars, groups, settings, keys_dir, 'operator')
 
 `settings` is a dict of the shared variables (see roles/riverbed_common/defaults/main.yml):
 ports, metrics_port_offset, data_dir, config_dir, log_dir, zookeeper_client_port,
-zookeeper_chroot, config_overrides, venv.
+zookeeper_chroot, config_overrides, venv, security_protocol (CURVE unless NONE is asked for)
+and keys_dir (a host's key directory). The security keys of a service's .properties come from
+the local fleet's deploy/fleet_security.py, rooted at keys_dir.
 """
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 try:
     from deploy.fleet import ROLES, ConfigContext
+    from deploy.fleet_security import CLIENT_GRANTS as FLEET_CLIENT_GRANTS
+    from deploy.fleet_security import FleetSecurity
     from deploy.prometheus import scrape_config, target_of
 except ImportError:  # ansible-playbook run by a Python without the project installed
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
     from deploy.fleet import ROLES, ConfigContext
+    from deploy.fleet_security import CLIENT_GRANTS as FLEET_CLIENT_GRANTS
+    from deploy.fleet_security import FleetSecurity
     from deploy.prometheus import scrape_config, target_of
 
 # Start order on a host (the fleet's ROLES order); stop order is the reverse.
@@ -70,9 +80,16 @@ def log_dirs(hostvars: Mapping, host: str, workdir: str) -> list[str]:
     return [f"{str(d['mount']).rstrip('/')}/logs" for d in disks] or [f"{workdir}/logs"]
 
 
+def host_security(settings: Mapping) -> FleetSecurity:
+    """The local fleet's key layout rooted at a host's key directory (settings keys_dir)."""
+    keys_dir = pathlib.Path(str(settings.get("keys_dir") or f"{settings['config_dir']}/keys"))
+    return FleetSecurity(keys_dir, str(settings.get("security_protocol") or "CURVE"), root=keys_dir)
+
+
 def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mapping) -> list[dict[str, Any]]:
     """The Riverbed processes `host` runs, in start order, each with its rendered properties."""
     ports_by_role = settings["ports"]
+    security = host_security(settings)
     offset = int(settings.get("metrics_port_offset", 200))
     counts = {role: len(groups.get(role, [])) for role in SERVICE_ROLES}
     overrides = settings.get("config_overrides") or {}
@@ -93,6 +110,8 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
         props = dict(spec.config(ctx))
         if role == "storage_node":
             props["log.dirs"] = ",".join(log_dirs(hostvars, host, workdir))
+        # as Fleet._config_for: the role's template, the security keys, then the overrides
+        props.update(security.service_properties(name))
         for target, kv in overrides.items():
             if str(target).replace("-", "_") == role:
                 props.update({str(k): str(v) for k, v in kv.items()})
@@ -101,6 +120,10 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
             "name": name, "role": role, "id": index, "module": spec.module, "host": address,
             "port": ports["port"], "metrics_port": ports["metrics.port"],
             "config": f"{settings['config_dir']}/{name}.properties", "workdir": workdir,
+            # in its certificate: clients look a server's public key up by these (the fleet's
+            # Fleet._service_endpoints: its ROUTER, and its metadata PUB if any)
+            "endpoints": [f"tcp://{address}:{ports['port']}"]
+                         + ([f"tcp://{address}:{ports['pub.port']}"] if "pub.port" in ports else []),
             "log": f"{settings['log_dir']}/{name}.log",
             "log_dirs": props.get("log.dirs", "").split(",") if role == "storage_node" else [],
             # The local fleet's command (Fleet._command): python -m <module> --config FILE.
@@ -112,6 +135,53 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
 
 def all_services(hosts: list[str], hostvars: Mapping, groups: Mapping, settings: Mapping) -> list[dict[str, Any]]:
     return [s for h in hosts for s in host_services(h, hostvars, groups, settings)]
+
+
+def key_plan(hosts: list[str], hostvars: Mapping, groups: Mapping, settings: Mapping) -> dict[str, list[str]]:
+    """{service name: its endpoints} for every service on `hosts`: the keypairs the control
+    machine keeps (`python -m deploy.fleet_security ensure --services ...`). A name twice (two
+    hosts claiming one id) is an inventory error: they would share a key."""
+    plan: dict[str, list[str]] = {}
+    for s in all_services(hosts, hostvars, groups, settings):
+        if s["name"] in plan:
+            raise RiverbedInventoryError(f"two hosts run {s['name']}: give each its own id")
+        plan[s["name"]] = list(s["endpoints"])
+    return plan
+
+
+# `riverbed acls --list` prints a header per resource, then one line per entry.
+_ACL_RESOURCE = re.compile(r"resourceType=(\w+), name=(.*), patternType=(\w+)\)")
+_ACL_ENTRY = re.compile(r"\(principal=([^,]+), host=([^,]+), operation=([^,]+), permissionType=([^)]+)\)")
+# What the local fleet grants its client key (deploy/fleet_security.py CLIENT_GRANTS: every
+# operation on every topic, group and transactional id, and the cluster), with the
+# `riverbed acls --add` flags naming each resource.
+_ACL_FLAGS = {"Topic": "--topic", "Group": "--group", "TransactionalId": "--transactional-id"}
+CLIENT_GRANTS = tuple((rtype, name, [_ACL_FLAGS[rtype], name] if rtype in _ACL_FLAGS else ["--cluster"])
+                      for rtype, name in FLEET_CLIENT_GRANTS)
+
+
+def missing_acl_grants(acls_list_stdout: str, principals: list[str]) -> list[dict[str, Any]]:
+    """The (principal, resource) grants of CLIENT_GRANTS (ALLOW All from any host, literal) that
+    `riverbed acls --list` output does not show yet, each with the `riverbed acls --add` argv
+    tail that adds it: so the grant step changes nothing once done."""
+    have: set[tuple[str, str, str]] = set()
+    resource = None
+    for line in str(acls_list_stdout).splitlines():
+        m = _ACL_RESOURCE.search(line)
+        if m:
+            resource = (m.group(1), m.group(2)) if m.group(3).upper() == "LITERAL" else None
+            continue
+        m = _ACL_ENTRY.search(line)
+        if m and resource is not None and m.group(2) == "*" and m.group(3) == "All" \
+                and m.group(4).upper() == "ALLOW":
+            have.add((m.group(1), *resource))
+    out = []
+    for principal in principals:
+        for rtype, name, flags in CLIENT_GRANTS:
+            if (principal, rtype, name) not in have:
+                out.append({"principal": principal, "resource": f"{rtype}:{name}",
+                            "argv": ["--allow-principal", principal, "--operation", "All", *flags]})
+    return out
 
 
 def scrape_config_text(hosts: list[str], hostvars: Mapping, groups: Mapping, settings: Mapping) -> str:
@@ -126,6 +196,30 @@ def properties_text(service: Mapping[str, Any]) -> str:
              "# the same keys `riverbed fleet up` writes (deploy/fleet.py). Local edits are overwritten."]
     lines += [f"{k}={v}" for k, v in service["properties"].items()]
     return "\n".join(lines) + "\n"
+
+
+def host_key_bundle(host: str, hostvars: Mapping, groups: Mapping, settings: Mapping,
+                    keys_dir: str, operator_key: str, tools_properties: str = "tools.properties") -> dict[str, Any]:
+    """`host`'s share of the control machine's key directory `keys_dir`, as the JSON
+    `python -m deploy.fleet_security sync` installs on the host in one step: every public
+    certificate, the secret keys of the host's own processes and of the operator key, the
+    ZooKeeper credentials, and the tools' client properties (the operator key). Read on the
+    control machine (filters run there)."""
+    root = pathlib.Path(str(keys_dir))
+    certs = {p.name: p.read_text() for p in sorted((root / "certificates").glob("*.key"))}
+    names = [s["name"] for s in host_services(host, hostvars, groups, settings)] + [str(operator_key)]
+    secrets = {f"{n}.key_secret": (root / "private" / f"{n}.key_secret").read_text() for n in names}
+    files = {"zookeeper.credentials": (root / "zookeeper.credentials").read_text(),
+             str(tools_properties): client_properties_text(settings, operator_key)}
+    return {"certificates": certs, "private": secrets, "files": files}
+
+
+def client_properties_text(settings: Mapping, key_name: str) -> str:
+    """A client properties file (`--command-config`, RIVERBED_CLIENT_PROPERTIES) for key
+    `key_name` on a host: FleetSecurity.client_properties rooted at the host's key directory."""
+    props = host_security(settings).client_properties(str(key_name))
+    return (f"# the `riverbed` tools on this host, as User:{key_name} -- managed by Ansible\n"
+            + "".join(f"{k}={v}\n" for k, v in props.items()))
 
 
 def reassign_json_lines(stdout: str) -> list[dict]:
@@ -172,4 +266,6 @@ class FilterModule:
                 "riverbed_zk_connect": zk_connect, "riverbed_scrape_config": scrape_config_text,
                 "riverbed_properties_text": properties_text,
                 "riverbed_reassign_json_lines": reassign_json_lines,
-                "riverbed_decommission_plan": decommission_plan}
+                "riverbed_decommission_plan": decommission_plan,
+                "riverbed_key_plan": key_plan, "riverbed_client_properties_text": client_properties_text,
+                "riverbed_host_key_bundle": host_key_bundle, "riverbed_missing_acl_grants": missing_acl_grants}

@@ -10,6 +10,13 @@ Each command prints one JSON document on stdout.
              an acks=all idempotent VerifyingProducer (tests/fault/verifiers.py) writes until the
              stop file appears (or N acks); then every acknowledged record is read back and
              checked (lost, out of order, duplicates); ack timestamps go into FILE.
+    probe    --bootstrap B --topic T --key none|unknown|SECRET_FILE
+             one METADATA and one PRODUCE straight on a channel to the gateway with that key (no
+             key, a fresh key the fleet never saw, or a given .key_secret): answered or timed
+             out; and the topic's end offsets before and after (read with the test's own key).
+
+The deployed fleet runs CURVE: the clients use the key the test's environment names
+(RIVERBED_CLIENT_PROPERTIES: the control machine's client.properties, the `client` key).
 """
 from __future__ import annotations
 
@@ -101,10 +108,61 @@ def cmd_verify(a) -> dict:
     return out
 
 
+def _end_offsets(a) -> dict[str, int]:
+    with Admin(a.bootstrap) as admin:
+        parts = [d for d in admin.describe_topics([a.topic])][0].partitions
+    tps = [TopicPartition(a.topic, p.partition) for p in parts]
+    with Consumer(bootstrap=a.bootstrap) as c:
+        return {str(tp.partition): o for tp, o in c.end_offsets(tps).items()}
+
+
+def cmd_probe(a) -> dict:
+    import shutil
+    import tempfile
+
+    from riverbed import errors
+    from riverbed._proto.v1 import metadata_pb2, produce_pb2
+    from riverbed.wire.apis import ApiKey
+    from riverbed.wire.client import Channel
+    from riverbed.wire.security import ClientSecurity, client_security, create_keypair
+
+    servers = client_security().server_keys_dir      # the servers' public keys are public
+    tmp = tempfile.mkdtemp(prefix="probe-key-")
+    try:
+        if a.key == "none":
+            sec = ClientSecurity()
+        else:
+            secret = a.key
+            if a.key == "unknown":
+                _, secret = create_keypair(tmp, "stranger")
+            sec = client_security(security_protocol="CURVE", curve_secret_key_file=str(secret),
+                                  curve_server_keys_dir=servers)
+        before = _end_offsets(a)
+        outcome = {}
+        produce = produce_pb2.ProduceRequest(acks=1, timeout_ms=1000)
+        produce.topics.add(name=a.topic).partitions.add(partition=0)
+        calls = {"metadata": (ApiKey.METADATA, metadata_pb2.MetadataRequest(topics=[a.topic]), ()),
+                 "produce": (ApiKey.PRODUCE, produce, (b"\0" * 61,))}
+        for what, (api, body, payloads) in calls.items():
+            ch = Channel(a.bootstrap, client_id=f"probe-{what}", security=sec)
+            try:
+                ch.call(api, body, payloads=payloads, timeout_ms=a.timeout_ms)
+                outcome[what] = "answered"
+            except errors.RequestTimedOutError:
+                outcome[what] = "timed_out"       # no handshake: nothing reached a handler
+            except errors.RiverbedError as e:
+                outcome[what] = f"answered: {type(e).__name__}"
+            finally:
+                ch.close()
+        return {"outcome": outcome, "end_offsets_before": before, "end_offsets_after": _end_offsets(a)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("topic", "smoke", "describe", "verify"):
+    for name in ("topic", "smoke", "describe", "verify", "probe"):
         p = sub.add_parser(name)
         p.add_argument("--bootstrap", required=True)
         if name != "describe":
@@ -119,8 +177,12 @@ def main() -> int:
     v.add_argument("--ready-file")
     v.add_argument("--acks", type=int, default=0)
     v.add_argument("--rate", type=float, default=200.0)
+    pr = sub.choices["probe"]
+    pr.add_argument("--key", required=True, help="none, unknown, or a .key_secret file")
+    pr.add_argument("--timeout-ms", type=int, default=3000)
     a = ap.parse_args()
-    result = {"topic": cmd_topic, "smoke": cmd_smoke, "describe": cmd_describe, "verify": cmd_verify}[a.cmd](a)
+    result = {"topic": cmd_topic, "smoke": cmd_smoke, "describe": cmd_describe, "verify": cmd_verify,
+              "probe": cmd_probe}[a.cmd](a)
     print(json.dumps(result))
     return 0
 

@@ -130,6 +130,8 @@ class TestBed:
         self.control_dir = pathlib.Path(f"/tmp/{tag}cp")
         self.key = self.workdir / "ssh" / "id_ed25519"
         self.known_hosts = self.workdir / "ssh" / "known_hosts"
+        # The deployed fleet's client settings (CURVE): set by the test (see client_env).
+        self.client_properties: pathlib.Path | None = None
 
     # --- building ---------------------------------------------------------------------------
     def __enter__(self) -> "TestBed":
@@ -244,11 +246,16 @@ class TestBed:
             time.sleep(0.3)
 
     def client_env(self) -> dict[str, str]:
-        # A local fleet of another test may have exported its client key (RIVERBED_*): the
-        # deployed fleet runs security.protocol=NONE (the roles' default), so its clients do too.
+        # A local fleet of another test may have exported its client key (RIVERBED_*): never
+        # inherited. The deployed fleet runs CURVE (the roles' default): its clients use the
+        # client.properties the control machine's key directory holds (`client_properties`,
+        # set by the test once site.yml made it), else NONE.
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("RIVERBED_") or k == "RIVERBED_DEPLOY_PERF"}
-        env["RIVERBED_SECURITY_PROTOCOL"] = "NONE"
+        if self.client_properties is not None:
+            env["RIVERBED_CLIENT_PROPERTIES"] = str(self.client_properties)
+        else:
+            env["RIVERBED_SECURITY_PROTOCOL"] = "NONE"
         env.update({
             "PATH": f"{VENV_BIN}:{env.get('PATH', '/usr/bin:/bin')}",
             "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),

@@ -1,11 +1,15 @@
 """The Ansible roles against five real SSH hosts (tests/deploy/deploy_testbed.py), through SSH only.
 
 One test bed for the module; the tests run in order and each needs the ones before it:
-validate-hosts.yml + site.yml from bare hosts -> an RF3 topic through the gateway, produce and
-consume with the SDK from the client namespace -> mount options, sysctl drop-in and rendered
-configs on the hosts -> site.yml again changes nothing -> rolling-restart.yml under an acks=all
-idempotent producer loses nothing -> one ZooKeeper killed, producing goes on -> a storage node
-decommissioned (its partitions moved), and a second one refused (RF would drop).
+validate-hosts.yml + site.yml from bare hosts (CURVE, the roles' default: keys generated on the
+control machine and distributed) -> an RF3 topic through the gateway, produce and consume with the
+SDK from the client namespace with the `client` key -> a client with no key or an unknown key gets
+nothing through -> mount options, sysctl drop-in, rendered configs and key files (secrets 0600,
+only each host's own) on the hosts -> site.yml again changes nothing (no key regenerated) ->
+rolling-restart.yml under an acks=all idempotent producer loses nothing -> rotate-keys.yml (begin:
+both keys admitted; finish: the old one refused) under the same producer loses nothing -> one
+ZooKeeper killed, producing goes on -> a storage node decommissioned (its partitions moved), and a
+second one refused (RF would drop) -> the node added back.
 
 Skips (one line why) without root, network namespaces, loop devices, sshd or the collections.
 Set RIVERBED_DEPLOY_PERF=1 to also run riverbed-perf through the deployed gateway (figures only).
@@ -101,6 +105,8 @@ def write_inventory(bed: TestBed, path: pathlib.Path, wheelhouse: pathlib.Path,
             "riverbed_wheelhouse_dir": str(wheelhouse),
             "riverbed_build_wheelhouse": False,
             "riverbed_prometheus_config": str(path.parent / "prometheus.yml"),
+            # The control machine's keys: the test's own directory, never the checkout's dist/.
+            "riverbed_keys_dir": str(path.parent.parent / "keys"),
             "zookeeper_heap_mb": 256,
             "riverbed_config_overrides": FAST_OVERRIDES,
             "riverbed_health_retries": 90,
@@ -134,6 +140,8 @@ def bed():
         State.bed = tb
         State.inventory = workdir / "inventory" / "hosts.yml"
         write_inventory(tb, State.inventory, wheelhouse, LAYOUT)
+        # site.yml writes it (the `client` key); every SDK client of the test uses it
+        tb.client_properties = workdir / "keys" / "client.properties"
         State.bootstrap = f"tcp://{hosts['h1'].address}:9092"
         try:
             yield tb
@@ -144,8 +152,9 @@ def bed():
             except Exception as e:  # noqa: BLE001 - logs are a courtesy; teardown must go on
                 print(f"fetch-logs failed: {e}", file=sys.stderr)
             print("deployment figures: " + json.dumps(State.figures), file=sys.stderr)
-    # Keep the logs (ansible-logs/, fetched-logs/) of a failed run; drop the bulk either way.
-    for bulky in ("disks", "wheelhouse", "hosts"):
+    # Keep the logs (ansible-logs/, fetched-logs/) of a failed run; drop the bulk and the key
+    # material (the hosts' copies live under hosts/) either way.
+    for bulky in ("disks", "wheelhouse", "hosts", "keys"):
         shutil.rmtree(workdir / bulky, ignore_errors=True)
     if State.failed_stage is None:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -200,6 +209,65 @@ def test_rf3_topic_through_the_gateway_with_the_sdk(bed):
     assert all(len(p["replicas"]) == 3 and set(p["replicas"]) <= {1, 2, 3, 4} for p in created["partitions"])
     smoke = client("smoke", "--bootstrap", State.bootstrap, "--topic", TOPIC, "--count", "300")
     assert smoke["acked"] == 300 and smoke["all_read"], smoke
+
+
+def _probe(key: str) -> dict:
+    return client("probe", "--bootstrap", State.bootstrap, "--topic", TOPIC, "--key", key)
+
+
+def test_a_client_without_a_valid_key_gets_nothing_through(bed):
+    for key in ("none", "unknown"):
+        r = _probe(key)
+        assert r["outcome"] == {"metadata": "timed_out", "produce": "timed_out"}, (key, r)
+        assert r["end_offsets_after"] == r["end_offsets_before"], (key, r)
+    mine = _probe(str(State.inventory.parent.parent / "keys" / "private" / "client.key_secret"))
+    assert mine["outcome"]["metadata"] == "answered", mine
+
+
+def _stat(h, pattern: str) -> dict[str, str]:
+    """{path: octal mode} of the files matching `pattern` on host h."""
+    out = bed_ssh(h, f"stat -c '%a %n' {pattern}")
+    return {line.split(" ", 1)[1]: line.split(" ", 1)[0] for line in out.splitlines() if line.strip()}
+
+
+def bed_ssh(h, command: str) -> str:
+    return State.bed.ssh(h, command).stdout
+
+
+def test_hosts_hold_only_their_own_secret_keys_mode_0600(bed):
+    services = {"h1": ["controller-1", "gateway-1"], "h2": ["controller-2", "storage-1"],
+                "h3": ["storage-2", "group-coordinator-1"], "h4": ["storage-3", "offset-manager-1"],
+                "h5": ["storage-4"]}
+    everyone = sorted(n for ns in services.values() for n in ns) + ["client", "operator"]
+    keys = "/etc/riverbed/keys"
+    for name, procs in services.items():
+        h = host(name)
+        secrets = _stat(h, f"{keys}/private/*")
+        assert set(secrets) == {f"{keys}/private/{p}.key_secret" for p in procs + ["operator"]}, secrets
+        assert set(secrets.values()) == {"600"}, secrets
+        assert _stat(h, f"{keys}/private") == {f"{keys}/private": "700"}
+        assert _stat(h, f"{keys}/zookeeper.credentials {keys}/tools.properties") == {
+            f"{keys}/zookeeper.credentials": "600", f"{keys}/tools.properties": "600"}
+        certs = _stat(h, f"{keys}/certificates/*")
+        assert set(certs) == {f"{keys}/certificates/{n}.key" for n in everyone}, certs
+        assert "secret-key" not in bed_ssh(h, f"cat {keys}/certificates/*")
+        for proc in procs:
+            props = bed_ssh(h, f"cat /etc/riverbed/{proc}.properties")
+            for line in ("security.protocol=CURVE", f"curve.secret.key.file={keys}/private/{proc}.key_secret",
+                         f"curve.trusted.keys.dir={keys}/certificates", "zookeeper.set.acl=true",
+                         f"zookeeper.credentials.file={keys}/zookeeper.credentials"):
+                assert line in props.splitlines(), (proc, line)
+        tools = bed_ssh(h, f"cat {keys}/tools.properties")
+        assert f"curve.secret.key.file={keys}/private/operator.key_secret" in tools
+    # the control machine's copy: every secret 0600 in a 0700 directory
+    control = State.inventory.parent.parent / "keys"
+    assert oct((control / "private").stat().st_mode & 0o777) == "0o700"
+    assert all(oct(f.stat().st_mode & 0o777) == "0o600" for f in (control / "private").iterdir())
+    # ZooKeeper: the fleet's znodes are writable only with the fleet's digest credentials
+    acl = bed_ssh(host("h1"), "/opt/riverbed/venv/bin/python -c \"from kazoo.client import KazooClient; "
+                  f"c = KazooClient('{host('h1').address}:2181'); c.start(15); "
+                  "print(sorted(str(a.id.scheme) for a in c.get_acls('/riverbed/controller_epoch')[0])); c.stop()\"")
+    assert acl.strip() == "['digest', 'world']", acl
 
 
 def test_hosts_have_tuned_disks_drop_ins_and_rendered_configs(bed):
@@ -317,6 +385,60 @@ def test_rolling_restart_under_an_idempotent_producer_loses_nothing(bed):
     assert report["ok"], report["describe"]
     assert report["lost"] == 0 and report["out_of_order"] == 0
     assert report["duplicates"] == 0, report["describe"]   # idempotent: each record once
+
+
+def test_rotate_keys_under_an_idempotent_producer_loses_nothing(bed):
+    """rotate-keys.yml in its two phases while the verifying producer runs: after `begin` both
+    the old and the new client key are admitted; the client moves to the new one (the verifier's
+    read-back uses the new key file); after `finish` a client with the old key is refused."""
+    work = State.inventory.parent
+    keys = work.parent / "keys"
+    stop, ready, result = work / "rot.stop", work / "rot.ready", work / "rot.json"
+    old_secret = work / "old-client.key_secret"
+    shutil.copy2(keys / "private" / "client.key_secret", old_secret)
+    old_operator = (keys / "private" / "operator.key_secret").read_text()
+    proc = bed.client_popen([sys.executable, str(CLIENT), "verify", "--bootstrap", State.bootstrap,
+                             "--topic", TOPIC, "--partitions", str(PARTITIONS), "--out", str(result),
+                             "--stop-file", str(stop), "--ready-file", str(ready)], work / "rot-producer.log")
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert proc.poll() is None, (work / "rot-producer.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the verifying producer did not start"
+            time.sleep(0.2)
+        begin = bed.ansible("rotate-keys.yml", State.inventory, "-e", "riverbed_rotate_phase=begin", timeout=900)
+        State.figures["rotate_keys_begin_s"] = round(begin.elapsed_s, 1)
+        new_secret = keys / "private" / "client.key_secret"
+        assert new_secret.read_text() != old_secret.read_text()
+        for h in bed.hosts:        # both admitted everywhere; the hosts' tools on the new key
+            certs = bed_ssh(h, "ls /etc/riverbed/keys/certificates").split()
+            assert {"client.key", "client.retiring.key", "operator.key", "operator.retiring.key"} <= set(certs), certs
+            assert bed_ssh(h, "cat /etc/riverbed/keys/private/operator.key_secret") == \
+                (keys / "private" / "operator.key_secret").read_text() != old_operator
+        for key in (old_secret, new_secret):
+            r = _probe(str(key))
+            assert r["outcome"]["metadata"] == "answered", (key, r)
+        finish = bed.ansible("rotate-keys.yml", State.inventory, "-e", "riverbed_rotate_phase=finish", timeout=900)
+        State.figures["rotate_keys_finish_s"] = round(finish.elapsed_s, 1)
+        for h in bed.hosts:
+            certs = bed_ssh(h, "ls /etc/riverbed/keys/certificates").split()
+            assert not [c for c in certs if "retiring" in c], certs
+            assert "retiring" not in bed_ssh(h, "ls /etc/riverbed/keys/private")
+        refused = _probe(str(old_secret))   # (end offsets move: the verifier is producing)
+        assert refused["outcome"] == {"metadata": "timed_out", "produce": "timed_out"}, refused
+        assert _probe(str(new_secret))["outcome"]["metadata"] == "answered"
+        stop.write_text("stop\n")
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        old_secret.unlink(missing_ok=True)
+    assert proc.returncode == 0, (work / "rot-producer.log").read_text()[-3000:]
+    report = json.loads(result.read_text())
+    State.figures["rotate_keys_records"] = {k: report[k] for k in ("acked", "read", "lost", "duplicates", "out_of_order")}
+    assert report["ok"], report["describe"]
+    assert report["lost"] == 0 and report["out_of_order"] == 0 and report["duplicates"] == 0, report["describe"]
 
 
 def test_the_fleet_survives_losing_one_zookeeper(bed):

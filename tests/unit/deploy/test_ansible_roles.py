@@ -62,12 +62,15 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
     assert set(by_name) == {"controller-1", "controller-2", "storage-1", "storage-2", "storage-3",
                             "storage-4", "gateway-1", "group-coordinator-1", "offset-manager-1"}
     fleet = Fleet(tmp_path, free_base_port(), storage_nodes=4, controllers=2).configs()
-    # the same keys `fleet up` writes, but the security ones: the roles deploy
-    # security.protocol=NONE (the services' default), so they write none of them yet
-    security = {"security.protocol", "curve.secret.key.file", "curve.trusted.keys.dir",
-                "zookeeper.set.acl", "zookeeper.credentials.file"}
+    # the same keys `fleet up` writes (CURVE in both by default), security ones included
     for name, s in by_name.items():
-        assert set(s["properties"]) - security == set(fleet[name]) - security, name
+        assert set(s["properties"]) == set(fleet[name]), name
+        p = s["properties"]
+        assert p["security.protocol"] == "CURVE" and p["zookeeper.set.acl"] == "true"
+        # the host's key directory, in the local fleet's layout
+        assert p["curve.secret.key.file"] == f"/etc/riverbed/keys/private/{name}.key_secret"
+        assert p["curve.trusted.keys.dir"] == "/etc/riverbed/keys/certificates"
+        assert p["zookeeper.credentials.file"] == "/etc/riverbed/keys/zookeeper.credentials"
     st = by_name["storage-1"]      # rb2: riverbed_node_id 1, two XFS disks
     p = st["properties"]
     assert p["broker.id"] == "1" and p["host.name"] == "10.0.0.12"
@@ -81,6 +84,102 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
     assert by_name["group-coordinator-1"]["properties"]["offsets.topic.replication.factor"] == "3"
     text = rf.properties_text(st)
     assert "broker.id=1\n" in text and text.startswith("# storage-1 (storage_node)")
+
+
+def test_none_must_be_asked_for_and_writes_no_key_settings():
+    groups, hostvars, settings = _example()
+    settings["security_protocol"] = "NONE"
+    for s in rf.all_services(groups["all"], hostvars, groups, settings):
+        assert s["properties"]["security.protocol"] == "NONE"
+        assert not {"curve.secret.key.file", "zookeeper.set.acl"} & set(s["properties"])
+
+
+def test_key_plan_names_each_services_endpoints():
+    groups, hostvars, settings = _example()
+    plan = rf.key_plan(groups["all"], hostvars, groups, settings)
+    assert set(plan) == {"controller-1", "controller-2", "storage-1", "storage-2", "storage-3",
+                         "storage-4", "gateway-1", "group-coordinator-1", "offset-manager-1"}
+    assert plan["storage-1"] == ["tcp://10.0.0.12:9192"]
+    # a controller's certificate also names its metadata PUB (clients look it up there)
+    assert plan["controller-2"] == ["tcp://10.0.0.12:9101", "tcp://10.0.0.12:9111"]
+
+
+def test_key_plan_refuses_two_hosts_with_one_id():
+    groups, hostvars, settings = _example()
+    hostvars["rb3"]["riverbed_node_id"] = hostvars["rb2"]["riverbed_node_id"]
+    with pytest.raises(rf.RiverbedInventoryError, match="two hosts run storage-1"):
+        rf.key_plan(groups["all"], hostvars, groups, settings)
+
+
+def test_client_properties_text_is_the_fleets_for_the_hosts_key_dir():
+    _, _, settings = _example()
+    text = rf.client_properties_text(settings, "operator")
+    assert "security.protocol=CURVE\n" in text
+    assert "curve.secret.key.file=/etc/riverbed/keys/private/operator.key_secret\n" in text
+    assert "curve.server.keys.dir=/etc/riverbed/keys/certificates\n" in text
+
+
+def test_host_key_bundle_is_its_own_share(tmp_path):
+    from deploy.fleet_security import FleetSecurity
+    groups, hostvars, settings = _example()
+    keys = tmp_path / "keys"
+    FleetSecurity(keys, root=keys).ensure(rf.key_plan(groups["all"], hostvars, groups, settings),
+                                          ["operator", "client"])
+    b = rf.host_key_bundle("rb2", hostvars, groups, settings, str(keys), "operator")
+    assert set(b["certificates"]) == {f"{n}.key" for n in rf.key_plan(groups["all"], hostvars, groups, settings)} | {
+        "operator.key", "client.key"}
+    # rb2 runs controller-2 and storage-1: only their secrets and the operator's
+    assert set(b["private"]) == {"controller-2.key_secret", "storage-1.key_secret", "operator.key_secret"}
+    assert all("secret-key" in t for t in b["private"].values())
+    assert not any("secret-key" in t for t in b["certificates"].values())
+    assert set(b["files"]) == {"zookeeper.credentials", "tools.properties"}
+    assert "operator.key_secret" in b["files"]["tools.properties"]
+
+
+ACLS_LISTED = """Current ACLs for resource `ResourcePattern(resourceType=Topic, name=*, patternType=LITERAL)`:
+ \t(principal=User:operator, host=*, operation=All, permissionType=ALLOW)
+ \t(principal=User:client, host=*, operation=Read, permissionType=ALLOW)
+
+Current ACLs for resource `ResourcePattern(resourceType=Group, name=*, patternType=PREFIXED)`:
+ \t(principal=User:operator, host=*, operation=All, permissionType=ALLOW)
+
+Current ACLs for resource `ResourcePattern(resourceType=Cluster, name=kafka-cluster, patternType=LITERAL)`:
+ \t(principal=User:operator, host=*, operation=All, permissionType=ALLOW)
+ \t(principal=User:client, host=*, operation=All, permissionType=DENY)
+
+"""
+
+
+def test_missing_acl_grants_from_the_acls_listing():
+    missing = rf.missing_acl_grants(ACLS_LISTED, ["User:operator", "User:client"])
+    got = {(m["principal"], m["resource"]) for m in missing}
+    # operator: Topic * and Cluster are there; a PREFIXED `*` group is not the literal wildcard
+    assert got == {("User:operator", "Group:*"), ("User:operator", "TransactionalId:*"),
+                   ("User:client", "Topic:*"), ("User:client", "Group:*"),
+                   ("User:client", "TransactionalId:*"), ("User:client", "Cluster:kafka-cluster")}
+    by = {(m["principal"], m["resource"]): m["argv"] for m in missing}
+    assert by[("User:client", "Cluster:kafka-cluster")] == [
+        "--allow-principal", "User:client", "--operation", "All", "--cluster"]
+    assert by[("User:operator", "Group:*")][-2:] == ["--group", "*"]
+    # nothing listed: every grant; everything granted: none (a re-run changes nothing)
+    assert len(rf.missing_acl_grants("", ["User:a"])) == 4
+    full = "".join(
+        f"Current ACLs for resource `ResourcePattern(resourceType={t}, name={n}, patternType=LITERAL)`:\n"
+        f" \t(principal=User:a, host=*, operation=All, permissionType=ALLOW)\n\n"
+        for t, n, _ in rf.CLIENT_GRANTS)
+    assert rf.missing_acl_grants(full, ["User:a"]) == []
+
+
+def test_missing_acl_grants_match_what_the_acls_tool_prints(capsys):
+    """The listing format is `riverbed acls --list`'s own (services/common/acl/cli.py)."""
+    from services.common.acl import cli
+    from services.common.acl.authorizer import (CLUSTER_NAME, AclEntry, Operation, Permission,
+                                                ResourcePattern, ResourceType)
+    entry = AclEntry("User:a", "*", Operation.ALL, Permission.ALLOW)
+    for rtype, name in ((ResourceType.TOPIC, "*"), (ResourceType.GROUP, "*"),
+                        (ResourceType.TRANSACTIONAL_ID, "*"), (ResourceType.CLUSTER, CLUSTER_NAME)):
+        cli._print_resource(ResourcePattern(rtype, name), [entry])
+    assert rf.missing_acl_grants(capsys.readouterr().out, ["User:a"]) == []
 
 
 def test_overrides_by_role_then_by_process():
