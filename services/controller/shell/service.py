@@ -36,6 +36,7 @@ from services.common.metrics_core import RequestMetrics
 from services.common.telemetry import Telemetry
 from services.common.rpc import ChannelPool, Publisher, Reply, Request, RpcServer
 from services.controller.config import ControllerConfig
+from services.controller.core.active_controller_watch import ActiveController
 from services.controller.core.controller import ControllerCore
 from services.controller.core.effects import (
     PublishMetadata, Respond, Resign, SendLeaderAndIsr, SendStopReplica, ZkWrite)
@@ -44,6 +45,7 @@ from services.controller.core.events import (
     PreferredElectionZnodeChanged, ReassignmentsZnodeChanged, RequestReceived)
 from services.controller.core.producer_ids import (
     ProducerIdAllocator, handle_init_producer_id)
+from services.controller.shell.active_controller_probe import ActiveControllerProbe
 from services.controller.shell.producer_ids_store import ProducerIdBlockStore
 from services.controller.shell.senders import NodeSenders
 from services.controller.shell.zk_store import Fenced, ZkStore
@@ -92,6 +94,8 @@ class ControllerService:
         self.pool: ChannelPool | None = None
         self.senders: NodeSenders | None = None
         self._watcher: zkmod.SessionWatcher | None = None
+        self._probe: ActiveControllerProbe | None = None       # standby: the active's process
+        self.fast_takeovers = 0
         # Producer ids: set while active (a fresh one per election), the running block claim.
         self._pid_alloc: ProducerIdAllocator | None = None
         self._pid_claim: asyncio.Task | None = None
@@ -141,6 +145,10 @@ class ControllerService:
         self._watcher = zkmod.SessionWatcher(
             self.client, on_change=lambda ch: loop.call_soon_threadsafe(self._on_session, ch),
             name="controller-session").start()
+        if cfg.controller_fast_takeover_enable:
+            self._probe = ActiveControllerProbe(
+                lambda target: loop.call_soon_threadsafe(self._on_active_gone, target),
+                name=f"-{cfg.controller_id}").start()
         self.client.DataWatch(znodes.CONTROLLER, self._controller_watch)
         self.client.ChildrenWatch(znodes.BROKER_IDS, self._brokers_watch)
         self.client.ChildrenWatch(znodes.GATEWAYS, self._gateways_watch)
@@ -188,6 +196,10 @@ class ControllerService:
                     lambda: [(core.liveness.fencings, {})],
                     description="storage nodes fenced for missing heartbeats "
                                 "(broker.session.timeout.ms)")
+        tel.counter("riverbed.controller.fast_takeovers", lambda: [(self.fast_takeovers, {})],
+                    description="elections this standby began by deleting the /controller of "
+                                "a controller whose process was gone (controller.fast.takeover"
+                                ".enable), before its ZooKeeper session expired")
         tel.counter("riverbed.controller.broker_changes", lambda: [(self.election_time[0], {})],
                     description="storage node joins and departures handled")
         tel.counter("riverbed.controller.election.time", lambda: [(self.election_time[1], {})],
@@ -212,6 +224,8 @@ class ControllerService:
             await self.publisher.close()
         if self._watcher is not None:
             self._watcher.stop()
+        if self._probe is not None:
+            await asyncio.to_thread(self._probe.stop)
         if self.client is not None:
             # Closing the session removes /controller at once, so a standby takes over now.
             await self._zk(zkmod.close, self.client)
@@ -219,7 +233,8 @@ class ControllerService:
 
     # ---- kazoo callbacks (other threads): hand over to the loop, never block ------------------
     def _controller_watch(self, data, stat, event=None):
-        self._loop.call_soon_threadsafe(self._on_controller_znode, data)
+        czxid = stat.czxid if stat is not None else -1
+        self._loop.call_soon_threadsafe(self._on_controller_znode, data, czxid)
 
     def _brokers_watch(self, children):
         self._loop.call_soon_threadsafe(self._brokers_dirty.set)
@@ -248,16 +263,44 @@ class ControllerService:
             self._session_generation += 1
             self._lose(f"ZooKeeper session {change.state.value}", release=False)
 
-    def _on_controller_znode(self, data) -> None:
+    def _on_controller_znode(self, data, czxid: int = -1) -> None:
         if data is None:
-            self._election_wake.set()
+            if self._probe is not None:
+                self._probe.set_target(None)
+            # Deleted under an active controller: its session ended (the session events say
+            # so too) or a standby judged it gone; either way it stops and competes again.
+            self._lose("/controller was deleted", release=False)
             return
         try:
-            who = znodes.decode_controller(data).controller_id
+            info = znodes.decode_controller(data)
         except znodes.ZnodeDataError:
             return
+        who = info.controller_id
+        if self._probe is not None:
+            self._probe.set_target(
+                None if who == self.cfg.controller_id or not info.endpoint
+                else ActiveController(who, info.endpoint, czxid))
         if self.core.active and who != self.cfg.controller_id:
             self._lose(f"controller {who} registered in /controller", release=False)
+
+    def _on_active_gone(self, target: ActiveController) -> None:
+        """The probe judged the active controller's process gone: delete its /controller (if
+        it is still that znode) so that the election runs now; the watch then wakes it."""
+        if self.core.active or not self._connected:
+            return
+
+        async def remove() -> None:
+            try:
+                removed = await self._zk(self.store.remove_dead_controller, target)
+            except Exception as e:  # noqa: BLE001 - connection loss: the session expiry path
+                log.info("removing the /controller of controller %d failed: %r",
+                         target.controller_id, e)
+                return
+            if removed:
+                self.fast_takeovers += 1
+                log.warning("deleted /controller of controller %d (process gone); electing",
+                            target.controller_id)
+        self._loop.create_task(remove())
 
     def _lose(self, reason: str, *, release: bool = True) -> None:
         if self.core.active:
