@@ -190,13 +190,18 @@ class ControllerLink:
     async def _controlled_shutdown(self) -> None:
         """Kafka's controlled shutdown: ask the controller to move our leaderships away and
         take us out of the ISRs, retrying up to controlled.shutdown.max.retries times; then
-        stop regardless."""
+        stop regardless. An attempt cut short because the controller changed under it (a
+        controller failover while we stop) is resent to the new one at once and not counted
+        (at most controlled.shutdown.max.retries such resends)."""
         cfg = self.cfg
         if not cfg.controlled_shutdown_enable or self.zk is None:
             return
         req = replication_pb2.ControlledShutdownRequest(broker_id=cfg.broker_id,
                                                         broker_epoch=self.broker_epoch)
-        for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+        moves_at_start = self._controller_moves
+        attempt = resends = 0
+        while attempt < cfg.controlled_shutdown_max_retries:
+            attempt += 1
             moves = self._controller_moves
             try:
                 ch = await self._controller_channel()
@@ -214,10 +219,15 @@ class ControllerLink:
             except asyncio.CancelledError:
                 raise
             except NoActiveController as e:
-                # Nobody could move our leaderships: waiting out the retries only delays the
-                # stop (Kafka would retry; a fleet without a controller is a test or a teardown).
-                log.warning("[node %d] controlled shutdown skipped: %s", cfg.broker_id, e)
-                return
+                if self._controller_moves == moves_at_start:
+                    # Nobody could move our leaderships: waiting out the retries only delays
+                    # the stop (Kafka would retry; a fleet without a controller is a test or a
+                    # teardown).
+                    log.warning("[node %d] controlled shutdown skipped: %s", cfg.broker_id, e)
+                    return
+                # The controller went away while we stop: a successor is being elected.
+                log.info("[node %d] controlled shutdown: %s; waiting for the next controller",
+                         cfg.broker_id, e)
             except errors.KafkaError as e:
                 log.warning("[node %d] controlled shutdown attempt %d failed: %s",
                             cfg.broker_id, attempt, e)
@@ -226,6 +236,9 @@ class ControllerLink:
             except Exception as e:     # an undecodable /controller, a socket failure
                 log.warning("[node %d] controlled shutdown attempt %d failed: %s",
                             cfg.broker_id, attempt, e)
+            if self._controller_moves != moves and resends < cfg.controlled_shutdown_max_retries:
+                resends += 1
+                attempt -= 1           # cut short by a controller change: not counted
             if attempt < cfg.controlled_shutdown_max_retries:
                 await self._wait_for_retry(cfg.controlled_shutdown_retry_backoff_ms / 1000.0,
                                            moves)
