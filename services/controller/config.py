@@ -47,6 +47,11 @@ class ControllerConfig:
     # is still found only by its session. Safe either way: the election bumps
     # /controller_epoch, which fences every write of the old one.
     controller_fast_takeover_enable: bool = True
+    # A standby keeps a copy of every topic znode (assignments, configs, partition states)
+    # current through ZooKeeper watches, so that when elected it reads only the znodes that
+    # changed since (shell/warm_topics.py) instead of all of them. Costs the standby one read
+    # per partition-state write of the active controller, and ZooKeeper one watch per znode.
+    controller_warm_standby_enable: bool = True
 
     def __post_init__(self) -> None:
         if not -1 <= self.metrics_port < 65536:

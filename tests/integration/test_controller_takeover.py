@@ -18,7 +18,7 @@ from riverbed.wire.client import Channel
 from services.common import znodes
 from test_controller import (  # noqa: F401 - fixtures by name
     Controllers, _try, active_controller, controller_epoch, controllers, create_topics,
-    metadata, register_node, wait_until, zk_client)
+    metadata, register_node, states, wait_until, zk_client)
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +46,11 @@ def test_killed_controller_is_replaced_before_its_session_expires(zk_client, con
                                                                    free_ports):
     epoch = _start_pair(controllers, zk_client, free_ports, LONG_SESSION_MS)
     time.sleep(0.5)      # let the standby's probe connect (a never-connected one never acts)
+    # A change the standby's warm copy must catch: node 2 leaves, the active controller moves
+    # its leaderships (a state write per partition) -- and dies right after.
+    zk_client.delete(znodes.broker_path(2))
+    wait_until(lambda: all(s.leader != 2 for s in states(zk_client, "orders").values()),
+               "node 2's leaderships moved")
     killed_at = time.monotonic()
     controllers.kill(1)
     wait_until(lambda: active_controller(zk_client) == 2, "the standby takes over",
@@ -58,6 +63,12 @@ def test_killed_controller_is_replaced_before_its_session_expires(zk_client, con
                         "METADATA from the new active controller")
         assert md.controller_id == 2 and md.controller_epoch > epoch
         assert len(md.topics[0].partitions) == 4
+        # The new controller's model is ZooKeeper's (it read only what changed since it
+        # started standing by; its log says how much).
+        zk_states = states(zk_client, "orders")
+        assert {pm.partition: (pm.leader, tuple(pm.isr)) for pm in md.topics[0].partitions} \
+            == {p: (s.leader, tuple(s.isr)) for p, s in zk_states.items()}
+        assert "'topic_znodes_read'" in controllers.log(2)
         created = wait_until(lambda: _try(lambda: create_topics(now_active, ("more", 1, 1, {}))),
                              "CREATE_TOPICS on the new controller")
         assert [r.error_code for r in created] == [0]

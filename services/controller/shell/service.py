@@ -48,6 +48,7 @@ from services.controller.core.producer_ids import (
 from services.controller.shell.active_controller_probe import ActiveControllerProbe
 from services.controller.shell.producer_ids_store import ProducerIdBlockStore
 from services.controller.shell.senders import NodeSenders
+from services.controller.shell.warm_topics import REFRESH_INTERVAL_S, WarmTopics
 from services.controller.shell.zk_store import Fenced, ZkStore
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ class ControllerService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.client = None
         self.store: ZkStore | None = None
+        self.warm: WarmTopics | None = None       # standby: topic znodes kept by watches
+        self.last_election: dict[str, float] = {}
         self.server: RpcServer | None = None
         self.publisher: Publisher | None = None
         self.pool: ChannelPool | None = None
@@ -122,6 +125,7 @@ class ControllerService:
             self._zk_exec.shutdown(wait=False)
             return 1
         self.store = ZkStore(self.client)
+        self.warm = WarmTopics(self.client) if cfg.controller_warm_standby_enable else None
         try:
             await self._zk(self.store.ensure_paths)
             handlers = {api: self._handle for api in SERVED_APIS}
@@ -171,6 +175,8 @@ class ControllerService:
                 tg.create_task(self._admin_loop())
                 tg.create_task(self._gateway_loop())
                 tg.create_task(self._log_dir_event_loop())
+                if self.warm is not None:
+                    tg.create_task(self._warm_loop())
                 tg.create_task(wait_stop())
         except* _Stop:
             pass
@@ -261,6 +267,8 @@ class ControllerService:
         else:
             self._connected = False
             self._session_generation += 1
+            if self.warm is not None:       # watches may be gone with the session
+                self.warm.invalidate(f"ZooKeeper session {change.state.value}")
             self._lose(f"ZooKeeper session {change.state.value}", release=False)
 
     def _on_controller_znode(self, data, czxid: int = -1) -> None:
@@ -332,10 +340,12 @@ class ControllerService:
             try:
                 if not await self._zk(self.store.try_claim_controller, info):
                     continue            # someone else leads; the /controller watch wakes us
+                t0 = time.perf_counter()
                 epoch, version = await self._zk(self.store.bump_epoch)
                 cluster_id = await self._zk(self.store.cluster_id)
                 brokers = await self._zk(self.store.read_brokers)
-                topics = await self._zk(self.store.read_topics)
+                topics, read = await self._zk(self._read_topics_at_election)
+                t_read = time.perf_counter()
                 pending = await self._zk(self.store.read_pending_deletions)
                 reassignments, reassign_version = await self._zk(self.store.read_reassignments)
                 gateways = await self._zk(self.store.read_gateways)
@@ -354,12 +364,46 @@ class ControllerService:
                 effects = self.core.handle(
                     ElectedAsController(epoch, cluster_id, brokers, topics, pending,
                                         reassignments, reassign_version, gateways), _now_ms())
+                t_core = time.perf_counter()
                 await self._execute(effects)
+                self.last_election = {
+                    "partitions": sum(len(t.assignment) for t in topics),
+                    "topic_znodes_read": read, "read_s": round(t_read - t0, 3),
+                    "core_s": round(t_core - t_read, 3),
+                    "announce_s": round(time.perf_counter() - t_core, 3)}
+                log.info("controller %d elected (epoch %d): %s", cfg.controller_id, epoch,
+                         self.last_election)
                 if self.core.active:
                     self._pid_alloc = ProducerIdAllocator()
                     self._maybe_claim_producer_ids()
             self._brokers_dirty.set()   # registrations may have changed while we read
             self._admin_dirty.set()     # a pending /admin/preferred_replica_election
+
+    def _read_topics_at_election(self):
+        """(topics, topic znodes read): from the warm copy (only what changed since it was
+        read: warm_topics.py says why that is exact), else everything."""
+        warm = self.warm
+        if warm is not None and warm.barrier():
+            try:
+                read = warm.refresh()
+                topics = warm.snapshot()
+                return topics, read
+            finally:
+                warm.invalidate()          # kept only while standing by
+        topics = self.store.read_topics()
+        return topics, sum(2 + len(t.assignment) for t in topics)
+
+    async def _warm_loop(self) -> None:
+        """Standby: keep the topic znodes' copy current (one refresh per interval)."""
+        while True:
+            await asyncio.sleep(REFRESH_INTERVAL_S)
+            if self.core.active or not self._connected:
+                continue
+            try:
+                await self._zk(self.warm.refresh)
+            except Exception as e:  # noqa: BLE001 - connection loss: read again when back
+                log.info("refreshing the warm topic copy failed: %r", e)
+                self.warm.invalidate("refresh failed")
 
     async def _log_dir_event_loop(self) -> None:
         while True:
