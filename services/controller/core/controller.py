@@ -296,17 +296,29 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         changed = self._elect_leaders()
         for tp in changed:
             self._write_state_from(out, tp, changed[tp])
-        # One LEADER_AND_ISR per node: the changed partitions to their live replicas, and every
-        # partition a newly registered node replicates to that node.
+        # One LEADER_AND_ISR per node: the changed partitions to their live replicas, every
+        # partition a newly registered node replicates to that node, and to its leader when the
+        # node is out of the ISR: a leader whose proposal to add it back was refused while it
+        # was away (INVALID_REQUEST: not live) waits for a LEADER_AND_ISR before proposing
+        # again, and nothing else would send one (Kafka tells every broker of a broker's
+        # return with UPDATE_METADATA).
         per_node: dict[int, set[TopicPartition]] = defaultdict(set)
         for tp in changed:
             for r in self._replicas(tp):
                 if r in self.brokers:
                     per_node[r].add(tp)
-        for tp in self._all_partitions():
-            for r in self._replicas(tp):
-                if r in added:
-                    per_node[r].add(tp)
+        if added:
+            for t in self.topics.values():
+                for p, replicas in t.assignment.items():
+                    joined = [r for r in replicas if r in added]
+                    if not joined:
+                        continue
+                    for r in joined:
+                        per_node[r].add((t.name, p))
+                    st = t.states.get(p)
+                    if (st is not None and st.leader in self.brokers and st.leader not in added
+                            and any(r not in st.isr for r in joined)):
+                        per_node[st.leader].add((t.name, p))
         for node in sorted(per_node):
             out.append(self._leader_and_isr(node, sorted(per_node[node])))
         self._advance_reassignments(out)
