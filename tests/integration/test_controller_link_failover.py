@@ -151,3 +151,37 @@ def test_isr_shrink_proposed_to_a_paused_controller_is_committed_by_the_next(fle
         fleet.signal(f"controller-{old}", signal.SIGCONT)
     wait_until(lambda: all(len(isr) == 3 for isr in isrs(zk, "shrink").values()),
                "storage-3 back in every ISR (expanded through the new controller)")
+
+
+def test_follower_back_after_its_session_expired_rejoins_every_isr(tmp_path):
+    """A follower paused past its ZooKeeper session: when it resumes it fetches at once, so
+    the leaders may propose adding it back before it has registered again; the controller
+    refuses (not live) and a refused leader waits for a LEADER_AND_ISR. The node's
+    re-registration must send one to those leaders, or the ISRs stay shrunk for good."""
+    f = Fleet(tmp_path / "fleet", free_base_port(), storage_nodes=3, controllers=1, gateways=1,
+              counts={"group_coordinator": 0, "offset_manager": 0},
+              config_overrides={
+                  "controller": {"broker.session.timeout.ms": "0",
+                                 "auto.leader.rebalance.enable": "false"},
+                  "storage_node": {"zookeeper.session.timeout.ms": "4000",
+                                   "replica.lag.time.max.ms": "2000"}})
+    try:
+        f.up()
+        client = zkmod.connect(f.zk_connect, timeout_s=10, create_chroot=False, auth=f.zk_auth)
+        try:
+            with Admin([f.gateway_endpoint], request_timeout_ms=10_000) as admin:
+                _setup(f, client, admin, "back")
+            f.signal("storage-3", signal.SIGSTOP)
+            try:
+                wait_until(lambda: client.exists(znodes.broker_path(3)) is None,
+                           "storage-3's registration expired")
+                wait_until(lambda: all(3 not in isr for isr in isrs(client, "back").values()),
+                           "storage-3 out of every ISR")
+            finally:
+                f.signal("storage-3", signal.SIGCONT)
+            wait_until(lambda: all(len(isr) == 3 for isr in isrs(client, "back").values()),
+                       "storage-3 back in every ISR")
+        finally:
+            zkmod.close(client)
+    finally:
+        f.down()
