@@ -92,3 +92,21 @@ def test_invalidate_reads_everything_again(clients):
     assert warm.snapshot() == ()
     assert warm.refresh() >= 12
     assert warm.snapshot() == ZkStore(reader).read_topics()
+
+
+def test_background_refresh_is_bounded_and_converges(clients):
+    """A standby's background refresh reads at most about max_reads znodes per call (an
+    election must not wait behind a first load of every partition); calls add up to the copy."""
+    writer, reader = clients
+    ZkStore(writer).commit(_topic("a", 60), _epoch_version(writer))
+    warm = WarmTopics(reader)
+    calls = 0
+    while True:
+        n = warm.refresh(max_reads=10)
+        calls += 1
+        assert n <= 10 + 1, n               # + the children list
+        if n == 0:
+            break
+        assert calls < 50
+    assert calls > 6                         # 62 znodes, 10 at a time
+    assert warm.snapshot() == ZkStore(reader).read_topics()

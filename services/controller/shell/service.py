@@ -48,7 +48,8 @@ from services.controller.core.producer_ids import (
 from services.controller.shell.active_controller_probe import ActiveControllerProbe
 from services.controller.shell.producer_ids_store import ProducerIdBlockStore
 from services.controller.shell.senders import NodeSenders
-from services.controller.shell.warm_topics import REFRESH_INTERVAL_S, WarmTopics
+from services.controller.shell.warm_topics import (
+    BACKGROUND_MAX_READS, REFRESH_INTERVAL_S, WarmTopics)
 from services.controller.shell.zk_store import Fenced, ZkStore
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ class ControllerService:
         self.store: ZkStore | None = None
         self.warm: WarmTopics | None = None       # standby: topic znodes kept by watches
         self.last_election: dict[str, float] = {}
+        self._electing = False          # an election attempt holds the ZooKeeper executor
         self.server: RpcServer | None = None
         self.publisher: Publisher | None = None
         self.pool: ChannelPool | None = None
@@ -337,59 +339,68 @@ class ControllerService:
             generation = self._session_generation
             info = znodes.ControllerInfo(cfg.controller_id, cfg.endpoint, cfg.pub_endpoint,
                                          int(time.time() * 1000))
+            self._electing = True
             try:
-                if not await self._zk(self.store.try_claim_controller, info):
-                    continue            # someone else leads; the /controller watch wakes us
-                t0 = time.perf_counter()
-                epoch, version = await self._zk(self.store.bump_epoch)
-                cluster_id = await self._zk(self.store.cluster_id)
-                brokers = await self._zk(self.store.read_brokers)
-                topics, read = await self._zk(self._read_topics_at_election)
-                t_read = time.perf_counter()
-                pending = await self._zk(self.store.read_pending_deletions)
-                reassignments, reassign_version = await self._zk(self.store.read_reassignments)
-                gateways = await self._zk(self.store.read_gateways)
-            except Exception as e:  # noqa: BLE001 - Fenced, connection loss: try again
-                log.info("election attempt failed: %r", e)
-                if self._connected:
-                    await self._zk(self.store.release_controller)
-                await asyncio.sleep(ELECTION_RETRY_S)
+                await self._election_attempt(generation, info)
+            finally:
+                self._electing = False
+                if self.core.active and self.warm is not None:
+                    self.warm.invalidate()        # the copy is kept only while standing by
+
+    async def _election_attempt(self, generation: int, info: znodes.ControllerInfo) -> None:
+        cfg = self.cfg
+        try:
+            if not await self._zk(self.store.try_claim_controller, info):
+                return              # someone else leads; the /controller watch wakes us
+            t0 = time.perf_counter()
+            epoch, version = await self._zk(self.store.bump_epoch)
+            cluster_id = await self._zk(self.store.cluster_id)
+            brokers = await self._zk(self.store.read_brokers)
+            topics, read = await self._zk(self._read_topics_at_election)
+            t_read = time.perf_counter()
+            pending = await self._zk(self.store.read_pending_deletions)
+            reassignments, reassign_version = await self._zk(self.store.read_reassignments)
+            gateways = await self._zk(self.store.read_gateways)
+        except Exception as e:  # noqa: BLE001 - Fenced, connection loss: try again
+            log.info("election attempt failed: %r", e)
+            if self._connected:
+                await self._zk(self.store.release_controller)
+            await asyncio.sleep(ELECTION_RETRY_S)
+            self._election_wake.set()
+            return
+        t_rest = time.perf_counter()
+        async with self._lock:
+            if generation != self._session_generation or not self._connected:
                 self._election_wake.set()
-                continue
-            async with self._lock:
-                if generation != self._session_generation or not self._connected:
-                    self._election_wake.set()
-                    continue
-                self._epoch_zk_version = version
-                effects = self.core.handle(
-                    ElectedAsController(epoch, cluster_id, brokers, topics, pending,
-                                        reassignments, reassign_version, gateways), _now_ms())
-                t_core = time.perf_counter()
-                await self._execute(effects)
-                self.last_election = {
-                    "partitions": sum(len(t.assignment) for t in topics),
-                    "topic_znodes_read": read, "read_s": round(t_read - t0, 3),
-                    "core_s": round(t_core - t_read, 3),
-                    "announce_s": round(time.perf_counter() - t_core, 3)}
-                log.info("controller %d elected (epoch %d): %s", cfg.controller_id, epoch,
-                         self.last_election)
-                if self.core.active:
-                    self._pid_alloc = ProducerIdAllocator()
-                    self._maybe_claim_producer_ids()
-            self._brokers_dirty.set()   # registrations may have changed while we read
-            self._admin_dirty.set()     # a pending /admin/preferred_replica_election
+                return
+            t_locked = time.perf_counter()
+            self._epoch_zk_version = version
+            effects = self.core.handle(
+                ElectedAsController(epoch, cluster_id, brokers, topics, pending,
+                                    reassignments, reassign_version, gateways), _now_ms())
+            t_core = time.perf_counter()
+            await self._execute(effects)
+            self.last_election = {
+                "partitions": sum(len(t.assignment) for t in topics),
+                "topic_znodes_read": read, "read_s": round(t_read - t0, 3),
+                "other_reads_s": round(t_rest - t_read, 3),
+                "lock_wait_s": round(t_locked - t_rest, 3), "core_s": round(t_core - t_locked, 3),
+                "announce_s": round(time.perf_counter() - t_core, 3)}
+            log.info("controller %d elected (epoch %d): %s", cfg.controller_id, epoch,
+                     self.last_election)
+            if self.core.active:
+                self._pid_alloc = ProducerIdAllocator()
+                self._maybe_claim_producer_ids()
+        self._brokers_dirty.set()   # registrations may have changed while we read
+        self._admin_dirty.set()     # a pending /admin/preferred_replica_election
 
     def _read_topics_at_election(self):
         """(topics, topic znodes read): from the warm copy (only what changed since it was
         read: warm_topics.py says why that is exact), else everything."""
         warm = self.warm
         if warm is not None and warm.barrier():
-            try:
-                read = warm.refresh()
-                topics = warm.snapshot()
-                return topics, read
-            finally:
-                warm.invalidate()          # kept only while standing by
+            read = warm.refresh()
+            return warm.snapshot(), read
         topics = self.store.read_topics()
         return topics, sum(2 + len(t.assignment) for t in topics)
 
@@ -397,10 +408,11 @@ class ControllerService:
         """Standby: keep the topic znodes' copy current (one refresh per interval)."""
         while True:
             await asyncio.sleep(REFRESH_INTERVAL_S)
-            if self.core.active or not self._connected:
+            if self.core.active or self._electing or not self._connected:
                 continue
             try:
-                await self._zk(self.warm.refresh)
+                # Bounded: an election starting meanwhile waits for this call on the executor.
+                await self._zk(self.warm.refresh, BACKGROUND_MAX_READS)
             except Exception as e:  # noqa: BLE001 - connection loss: read again when back
                 log.info("refreshing the warm topic copy failed: %r", e)
                 self.warm.invalidate("refresh failed")

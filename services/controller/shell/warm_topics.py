@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 REFRESH_INTERVAL_S = 0.5
 BARRIER_TIMEOUT_S = 5.0
 MAX_REFRESH_PASSES = 100       # a pass adds paths only for new topics/partitions: a few suffice
+# A standby's background refresh reads at most this many znodes per call, so an election that
+# begins meanwhile (same ZooKeeper executor) never waits behind a long one, e.g. the first
+# load of 10,000 partition states; the election's own refresh has no limit.
+BACKGROUND_MAX_READS = 1000
 
 
 class WarmTopics:
@@ -97,17 +101,18 @@ class WarmTopics:
         self.invalidate("watch barrier timed out")
         return False
 
-    def refresh(self) -> int:
-        """Re-read what is dirty (everything, when empty) until nothing is; the paths read."""
+    def refresh(self, max_reads: int | None = None) -> int:
+        """Re-read what is dirty (everything, when empty) until nothing is, or until about
+        `max_reads` znodes were read; the number read."""
         total = 0
         for _ in range(MAX_REFRESH_PASSES):
-            n = self._refresh_pass()
+            n = self._refresh_pass(None if max_reads is None else max(1, max_reads - total))
             total += n
-            if n == 0:
+            if n == 0 or (max_reads is not None and total >= max_reads):
                 return total
         return total
 
-    def _refresh_pass(self) -> int:
+    def _refresh_pass(self, limit: int | None = None) -> int:
         c = self.client
         with self._lock:
             generation = self._generation
@@ -129,7 +134,12 @@ class WarmTopics:
                     self._dirty = {p for p in self._dirty if not dropped(p)}
                 self._topics = names
         with self._lock:
-            paths, self._dirty = self._dirty, set()
+            if limit is None or len(self._dirty) <= limit:
+                paths, self._dirty = self._dirty, set()
+            else:
+                paths = set()
+                while len(paths) < limit:
+                    paths.add(self._dirty.pop())
         if not paths:
             return 1 if topics_dirty else 0
         reads = [(p, c.get_async(p, watch=self._path_watch)) for p in paths]
