@@ -78,8 +78,17 @@ class ControllerLink:
         resent) and wake every retry that waits for a controller."""
         if czxid == self._controller_czxid:
             return
+        if 0 <= czxid <= self._controller_czxid_max:
+            # An older znode read late (a read on another thread answered before the watch
+            # that reported its successor was handled): a newer /controller always has a
+            # larger czxid, so this is not news. (The newest one again after a late "deleted"
+            # is where we are: no move.)
+            if czxid == self._controller_czxid_max:
+                self._controller_czxid = czxid
+            return
         known = self._controller_czxid
         self._controller_czxid = czxid
+        self._controller_czxid_max = max(self._controller_czxid_max, czxid)
         if known is None:
             return                               # the first sighting: nothing was sent yet
         self._controller_moves += 1

@@ -103,6 +103,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         # The /controller znode (czxid) the channel talks to; None until first seen. Bumped
         # moves and a set-and-replaced Event wake the retries when it changes (controller_link).
         self._controller_czxid: int | None = None
+        self._controller_czxid_max = -1            # the newest /controller znode seen
         self._controller_moves = 0
         self._controller_moved = asyncio.Event()
         self._stopping = False
