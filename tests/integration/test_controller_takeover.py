@@ -45,7 +45,9 @@ def _start_pair(controllers: Controllers, zk_client, free_ports, session_ms: int
 def test_killed_controller_is_replaced_before_its_session_expires(zk_client, controllers,
                                                                    free_ports):
     epoch = _start_pair(controllers, zk_client, free_ports, LONG_SESSION_MS)
-    time.sleep(0.5)      # let the standby's probe connect (a never-connected one never acts)
+    # The standby's probe must have been connected (a never-connected one never acts).
+    wait_until(lambda: "watching the active controller 1" in controllers.log(2),
+               "the standby's probe connected to controller 1")
     # A change the standby's warm copy must catch: node 2 leaves, the active controller moves
     # its leaderships (a state write per partition) -- and dies right after.
     zk_client.delete(znodes.broker_path(2))

@@ -66,6 +66,7 @@ class ActiveControllerProbe:
         self._thread: threading.Thread | None = None
         self.watch = ActiveControllerWatch()
         self.judged_gone = 0
+        self._up_for: ActiveController | None = None     # the target we logged as connected
 
     def start(self) -> "ActiveControllerProbe":
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -141,6 +142,10 @@ class ActiveControllerProbe:
                 break
             kind = ev["event"]
             if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                if self._up_for != target:
+                    self._up_for = target
+                    log.info("watching the active controller %d at %s (connected)",
+                             target.controller_id, target.endpoint)
                 watch.connected()
             elif kind == zmq.EVENT_DISCONNECTED:
                 watch.connection_lost()
