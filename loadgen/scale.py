@@ -367,8 +367,10 @@ def run(args, out: dict[str, Any] | None = None) -> dict[str, Any]:
         "fleet": f"ZooKeeper, 2 controllers, 3 storage nodes, {gateways_n} gateways on 127.0.0.1",
         "cpus": len(os.sched_getaffinity(0)), "quick": args.quick, "record_bytes": RECORD_BYTES,
         "records_per_point": cfg["records"], "producer": "riverbed-perf produce --bulk --acks all "
-        "(SDK defaults otherwise)", "open_files_limit": _nofile(), "data_dir": root}
-    overrides = {"controller": {"auto.leader.rebalance.enable": "false"}}
+        "(SDK defaults otherwise)", "open_files_limit": _nofile(), "data_dir": root,
+        "controller_config": list(args.controller_config)}
+    overrides = {"controller": {"auto.leader.rebalance.enable": "false",
+                                **dict(kv.split("=", 1) for kv in args.controller_config)}}
     with Fleet(root + "/fleet", free_base_port(), storage_nodes=3, controllers=2,
                gateways=gateways_n, counts={"group_coordinator": 0, "offset_manager": 0},
                config_overrides=overrides) as fleet:
@@ -420,6 +422,8 @@ def print_report(out: dict[str, Any]) -> None:
           f"{'QUICK (smoke-test points)' if c['quick'] else 'full'}; {c['producer']}, "
           f"{c['record_bytes']} B records, {c['records_per_point']} records per point; "
           f"ulimit -n {c['open_files_limit']}")
+    if c.get("controller_config"):
+        print(f"controller settings: {', '.join(c['controller_config'])}")
     if "partitions" in out:
         rows = out["partitions"]
         base = next((r for r in rows if r["partitions"] == 10), rows[0])
@@ -546,6 +550,11 @@ def parse_args(argv):
     ap.add_argument("--skip-node-failover", action="store_true",
                     help="metadata points: controller failover only (no storage-node kill, "
                          "controlled shutdown and restarts, the slow part at 10,000 partitions)")
+    ap.add_argument("--controller-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a controller setting for the whole run (repeatable), e.g. "
+                         "controller.fast.takeover.enable=false: the controller failover then "
+                         "waits for ZooKeeper to expire the killed controller's session, as it "
+                         "must for a paused or unreachable one")
     ap.add_argument("--data-dir", help="fleet directory (default: a temporary one)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("--plot", metavar="FILE.png", help="also draw the curves (matplotlib)")

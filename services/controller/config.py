@@ -40,6 +40,18 @@ class ControllerConfig:
     # for a 2000 ms heartbeat). Ours is 2000 ms for a 500 ms heartbeat: four beats may be lost
     # or late before a node is counted out, and failover stays under 3 s. 0 = ZooKeeper only.
     broker_session_timeout_ms: int = 2000
+    # A standby keeps a connection to the active controller; when it breaks and reconnects are
+    # refused (nothing listens: the process is gone), the standby deletes that controller's
+    # /controller and runs the election at once instead of waiting for ZooKeeper to expire the
+    # dead session (zookeeper.session.timeout.ms plus a tick). A paused or cut-off controller
+    # is still found only by its session. Safe either way: the election bumps
+    # /controller_epoch, which fences every write of the old one.
+    controller_fast_takeover_enable: bool = True
+    # A standby keeps a copy of every topic znode (assignments, configs, partition states)
+    # current through ZooKeeper watches, so that when elected it reads only the znodes that
+    # changed since (shell/warm_topics.py) instead of all of them. Costs the standby one read
+    # per partition-state write of the active controller, and ZooKeeper one watch per znode.
+    controller_warm_standby_enable: bool = True
 
     def __post_init__(self) -> None:
         if not -1 <= self.metrics_port < 65536:

@@ -296,17 +296,29 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         changed = self._elect_leaders()
         for tp in changed:
             self._write_state_from(out, tp, changed[tp])
-        # One LEADER_AND_ISR per node: the changed partitions to their live replicas, and every
-        # partition a newly registered node replicates to that node.
+        # One LEADER_AND_ISR per node: the changed partitions to their live replicas, every
+        # partition a newly registered node replicates to that node, and to its leader when the
+        # node is out of the ISR: a leader whose proposal to add it back was refused while it
+        # was away (INVALID_REQUEST: not live) waits for a LEADER_AND_ISR before proposing
+        # again, and nothing else would send one (Kafka tells every broker of a broker's
+        # return with UPDATE_METADATA).
         per_node: dict[int, set[TopicPartition]] = defaultdict(set)
         for tp in changed:
             for r in self._replicas(tp):
                 if r in self.brokers:
                     per_node[r].add(tp)
-        for tp in self._all_partitions():
-            for r in self._replicas(tp):
-                if r in added:
-                    per_node[r].add(tp)
+        if added:
+            for t in self.topics.values():
+                for p, replicas in t.assignment.items():
+                    joined = [r for r in replicas if r in added]
+                    if not joined:
+                        continue
+                    for r in joined:
+                        per_node[r].add((t.name, p))
+                    st = t.states.get(p)
+                    if (st is not None and st.leader in self.brokers and st.leader not in added
+                            and any(r not in st.isr for r in joined)):
+                        per_node[st.leader].add((t.name, p))
         for node in sorted(per_node):
             out.append(self._leader_and_isr(node, sorted(per_node[node])))
         self._advance_reassignments(out)
@@ -319,12 +331,14 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         change because a leader or ISR member is not live, or a leaderless partition has a
         live ISR member again."""
         changes: dict[TopicPartition, tuple[int, int, tuple[int, ...]]] = {}
+        # Failed log dirs are rare: look for them once, not once per partition (10,000 here).
+        any_offline = any(b.offline_partitions for b in self.brokers.values())
         for t in self.topics.values():
             unclean = self._unclean_enabled(t)
             for p, replicas in sorted(t.assignment.items()):
                 st = t.states.get(p)
                 # live for this partition: registered, and its log dir for it not offline
-                live = self._live_replicas((t.name, p))
+                live = self._live_replicas((t.name, p)) if any_offline else self.brokers
                 if st is None:      # state znode missing (e.g. a crash mid-creation)
                     live_replicas = [r for r in replicas if r in live]
                     leader = live_replicas[0] if live_replicas else NO_LEADER
@@ -446,13 +460,13 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         req = controller_pb2.LeaderAndIsrRequest(
             controller_id=self.config.controller_id, controller_epoch=self.controller_epoch)
         leaders: set[int] = set()
+        add = req.partitions.add          # built in place: no copy per partition (10,000 here)
         for topic, p in partitions:
             t = self.topics[topic]
             st = t.states[p]
-            req.partitions.append(controller_pb2.PartitionState(
-                topic=topic, partition=p, controller_epoch=st.controller_epoch, leader=st.leader,
+            add(topic=topic, partition=p, controller_epoch=st.controller_epoch, leader=st.leader,
                 leader_epoch=st.leader_epoch, isr=st.isr, zk_version=st.zk_version,
-                replicas=t.assignment[p], is_new=is_new, topic_configs=t.configs))
+                replicas=t.assignment[p], is_new=is_new, topic_configs=t.configs)
             if st.leader in self.brokers:
                 leaders.add(st.leader)
         for b in sorted(leaders):

@@ -36,6 +36,7 @@ from services.common.metrics_core import RequestMetrics
 from services.common.telemetry import Telemetry
 from services.common.rpc import ChannelPool, Publisher, Reply, Request, RpcServer
 from services.controller.config import ControllerConfig
+from services.controller.core.active_controller_watch import ActiveController
 from services.controller.core.controller import ControllerCore
 from services.controller.core.effects import (
     PublishMetadata, Respond, Resign, SendLeaderAndIsr, SendStopReplica, ZkWrite)
@@ -44,8 +45,11 @@ from services.controller.core.events import (
     PreferredElectionZnodeChanged, ReassignmentsZnodeChanged, RequestReceived)
 from services.controller.core.producer_ids import (
     ProducerIdAllocator, handle_init_producer_id)
+from services.controller.shell.active_controller_probe import ActiveControllerProbe
 from services.controller.shell.producer_ids_store import ProducerIdBlockStore
 from services.controller.shell.senders import NodeSenders
+from services.controller.shell.warm_topics import (
+    BACKGROUND_MAX_READS, REFRESH_INTERVAL_S, WarmTopics)
 from services.controller.shell.zk_store import Fenced, ZkStore
 
 log = logging.getLogger(__name__)
@@ -87,11 +91,16 @@ class ControllerService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.client = None
         self.store: ZkStore | None = None
+        self.warm: WarmTopics | None = None       # standby: topic znodes kept by watches
+        self.last_election: dict[str, float] = {}
+        self._electing = False          # an election attempt holds the ZooKeeper executor
         self.server: RpcServer | None = None
         self.publisher: Publisher | None = None
         self.pool: ChannelPool | None = None
         self.senders: NodeSenders | None = None
         self._watcher: zkmod.SessionWatcher | None = None
+        self._probe: ActiveControllerProbe | None = None       # standby: the active's process
+        self.fast_takeovers = 0
         # Producer ids: set while active (a fresh one per election), the running block claim.
         self._pid_alloc: ProducerIdAllocator | None = None
         self._pid_claim: asyncio.Task | None = None
@@ -118,6 +127,7 @@ class ControllerService:
             self._zk_exec.shutdown(wait=False)
             return 1
         self.store = ZkStore(self.client)
+        self.warm = WarmTopics(self.client) if cfg.controller_warm_standby_enable else None
         try:
             await self._zk(self.store.ensure_paths)
             handlers = {api: self._handle for api in SERVED_APIS}
@@ -141,6 +151,10 @@ class ControllerService:
         self._watcher = zkmod.SessionWatcher(
             self.client, on_change=lambda ch: loop.call_soon_threadsafe(self._on_session, ch),
             name="controller-session").start()
+        if cfg.controller_fast_takeover_enable:
+            self._probe = ActiveControllerProbe(
+                lambda target: loop.call_soon_threadsafe(self._on_active_gone, target),
+                name=f"-{cfg.controller_id}").start()
         self.client.DataWatch(znodes.CONTROLLER, self._controller_watch)
         self.client.ChildrenWatch(znodes.BROKER_IDS, self._brokers_watch)
         self.client.ChildrenWatch(znodes.GATEWAYS, self._gateways_watch)
@@ -163,6 +177,8 @@ class ControllerService:
                 tg.create_task(self._admin_loop())
                 tg.create_task(self._gateway_loop())
                 tg.create_task(self._log_dir_event_loop())
+                if self.warm is not None:
+                    tg.create_task(self._warm_loop())
                 tg.create_task(wait_stop())
         except* _Stop:
             pass
@@ -188,6 +204,10 @@ class ControllerService:
                     lambda: [(core.liveness.fencings, {})],
                     description="storage nodes fenced for missing heartbeats "
                                 "(broker.session.timeout.ms)")
+        tel.counter("riverbed.controller.fast_takeovers", lambda: [(self.fast_takeovers, {})],
+                    description="elections this standby began by deleting the /controller of "
+                                "a controller whose process was gone (controller.fast.takeover"
+                                ".enable), before its ZooKeeper session expired")
         tel.counter("riverbed.controller.broker_changes", lambda: [(self.election_time[0], {})],
                     description="storage node joins and departures handled")
         tel.counter("riverbed.controller.election.time", lambda: [(self.election_time[1], {})],
@@ -212,6 +232,8 @@ class ControllerService:
             await self.publisher.close()
         if self._watcher is not None:
             self._watcher.stop()
+        if self._probe is not None:
+            await asyncio.to_thread(self._probe.stop)
         if self.client is not None:
             # Closing the session removes /controller at once, so a standby takes over now.
             await self._zk(zkmod.close, self.client)
@@ -219,7 +241,8 @@ class ControllerService:
 
     # ---- kazoo callbacks (other threads): hand over to the loop, never block ------------------
     def _controller_watch(self, data, stat, event=None):
-        self._loop.call_soon_threadsafe(self._on_controller_znode, data)
+        czxid = stat.czxid if stat is not None else -1
+        self._loop.call_soon_threadsafe(self._on_controller_znode, data, czxid)
 
     def _brokers_watch(self, children):
         self._loop.call_soon_threadsafe(self._brokers_dirty.set)
@@ -246,18 +269,48 @@ class ControllerService:
         else:
             self._connected = False
             self._session_generation += 1
+            if self.warm is not None:       # watches may be gone with the session
+                self.warm.invalidate(f"ZooKeeper session {change.state.value}")
             self._lose(f"ZooKeeper session {change.state.value}", release=False)
 
-    def _on_controller_znode(self, data) -> None:
+    def _on_controller_znode(self, data, czxid: int = -1) -> None:
         if data is None:
-            self._election_wake.set()
+            if self._probe is not None:
+                self._probe.set_target(None)
+            # Deleted under an active controller: its session ended (the session events say
+            # so too) or a standby judged it gone; either way it stops and competes again.
+            self._lose("/controller was deleted", release=False)
             return
         try:
-            who = znodes.decode_controller(data).controller_id
+            info = znodes.decode_controller(data)
         except znodes.ZnodeDataError:
             return
+        who = info.controller_id
+        if self._probe is not None:
+            self._probe.set_target(
+                None if who == self.cfg.controller_id or not info.endpoint
+                else ActiveController(who, info.endpoint, czxid))
         if self.core.active and who != self.cfg.controller_id:
             self._lose(f"controller {who} registered in /controller", release=False)
+
+    def _on_active_gone(self, target: ActiveController) -> None:
+        """The probe judged the active controller's process gone: delete its /controller (if
+        it is still that znode) so that the election runs now; the watch then wakes it."""
+        if self.core.active or not self._connected:
+            return
+
+        async def remove() -> None:
+            try:
+                removed = await self._zk(self.store.remove_dead_controller, target)
+            except Exception as e:  # noqa: BLE001 - connection loss: the session expiry path
+                log.info("removing the /controller of controller %d failed: %r",
+                         target.controller_id, e)
+                return
+            if removed:
+                self.fast_takeovers += 1
+                log.warning("deleted /controller of controller %d (process gone); electing",
+                            target.controller_id)
+        self._loop.create_task(remove())
 
     def _lose(self, reason: str, *, release: bool = True) -> None:
         if self.core.active:
@@ -286,37 +339,83 @@ class ControllerService:
             generation = self._session_generation
             info = znodes.ControllerInfo(cfg.controller_id, cfg.endpoint, cfg.pub_endpoint,
                                          int(time.time() * 1000))
+            self._electing = True
             try:
-                if not await self._zk(self.store.try_claim_controller, info):
-                    continue            # someone else leads; the /controller watch wakes us
-                epoch, version = await self._zk(self.store.bump_epoch)
-                cluster_id = await self._zk(self.store.cluster_id)
-                brokers = await self._zk(self.store.read_brokers)
-                topics = await self._zk(self.store.read_topics)
-                pending = await self._zk(self.store.read_pending_deletions)
-                reassignments, reassign_version = await self._zk(self.store.read_reassignments)
-                gateways = await self._zk(self.store.read_gateways)
-            except Exception as e:  # noqa: BLE001 - Fenced, connection loss: try again
-                log.info("election attempt failed: %r", e)
-                if self._connected:
-                    await self._zk(self.store.release_controller)
-                await asyncio.sleep(ELECTION_RETRY_S)
+                await self._election_attempt(generation, info)
+            finally:
+                self._electing = False
+                if self.core.active and self.warm is not None:
+                    self.warm.invalidate()        # the copy is kept only while standing by
+
+    async def _election_attempt(self, generation: int, info: znodes.ControllerInfo) -> None:
+        cfg = self.cfg
+        try:
+            if not await self._zk(self.store.try_claim_controller, info):
+                return              # someone else leads; the /controller watch wakes us
+            t0 = time.perf_counter()
+            epoch, version = await self._zk(self.store.bump_epoch)
+            cluster_id = await self._zk(self.store.cluster_id)
+            brokers = await self._zk(self.store.read_brokers)
+            topics, read = await self._zk(self._read_topics_at_election)
+            t_read = time.perf_counter()
+            pending = await self._zk(self.store.read_pending_deletions)
+            reassignments, reassign_version = await self._zk(self.store.read_reassignments)
+            gateways = await self._zk(self.store.read_gateways)
+        except Exception as e:  # noqa: BLE001 - Fenced, connection loss: try again
+            log.info("election attempt failed: %r", e)
+            if self._connected:
+                await self._zk(self.store.release_controller)
+            await asyncio.sleep(ELECTION_RETRY_S)
+            self._election_wake.set()
+            return
+        t_rest = time.perf_counter()
+        async with self._lock:
+            if generation != self._session_generation or not self._connected:
                 self._election_wake.set()
+                return
+            t_locked = time.perf_counter()
+            self._epoch_zk_version = version
+            effects = self.core.handle(
+                ElectedAsController(epoch, cluster_id, brokers, topics, pending,
+                                    reassignments, reassign_version, gateways), _now_ms())
+            t_core = time.perf_counter()
+            await self._execute(effects)
+            self.last_election = {
+                "partitions": sum(len(t.assignment) for t in topics),
+                "topic_znodes_read": read, "read_s": round(t_read - t0, 3),
+                "other_reads_s": round(t_rest - t_read, 3),
+                "lock_wait_s": round(t_locked - t_rest, 3), "core_s": round(t_core - t_locked, 3),
+                "announce_s": round(time.perf_counter() - t_core, 3)}
+            log.info("controller %d elected (epoch %d): %s", cfg.controller_id, epoch,
+                     self.last_election)
+            if self.core.active:
+                self._pid_alloc = ProducerIdAllocator()
+                self._maybe_claim_producer_ids()
+        self._brokers_dirty.set()   # registrations may have changed while we read
+        self._admin_dirty.set()     # a pending /admin/preferred_replica_election
+
+    def _read_topics_at_election(self):
+        """(topics, topic znodes read): from the warm copy (only what changed since it was
+        read: warm_topics.py says why that is exact), else everything."""
+        warm = self.warm
+        if warm is not None and warm.barrier():
+            read = warm.refresh()
+            return warm.snapshot(), read
+        topics = self.store.read_topics()
+        return topics, sum(2 + len(t.assignment) for t in topics)
+
+    async def _warm_loop(self) -> None:
+        """Standby: keep the topic znodes' copy current (one refresh per interval)."""
+        while True:
+            await asyncio.sleep(REFRESH_INTERVAL_S)
+            if self.core.active or self._electing or not self._connected:
                 continue
-            async with self._lock:
-                if generation != self._session_generation or not self._connected:
-                    self._election_wake.set()
-                    continue
-                self._epoch_zk_version = version
-                effects = self.core.handle(
-                    ElectedAsController(epoch, cluster_id, brokers, topics, pending,
-                                        reassignments, reassign_version, gateways), _now_ms())
-                await self._execute(effects)
-                if self.core.active:
-                    self._pid_alloc = ProducerIdAllocator()
-                    self._maybe_claim_producer_ids()
-            self._brokers_dirty.set()   # registrations may have changed while we read
-            self._admin_dirty.set()     # a pending /admin/preferred_replica_election
+            try:
+                # Bounded: an election starting meanwhile waits for this call on the executor.
+                await self._zk(self.warm.refresh, BACKGROUND_MAX_READS)
+            except Exception as e:  # noqa: BLE001 - connection loss: read again when back
+                log.info("refreshing the warm topic copy failed: %r", e)
+                self.warm.invalidate("refresh failed")
 
     async def _log_dir_event_loop(self) -> None:
         while True:

@@ -14,9 +14,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from services.common import znodes
+from services.controller.core.active_controller_watch import ActiveController
 from services.controller.core.effects import (
     DeletePreferredElection, DeleteTopicZnodes, MarkTopicForDeletion, WritePartitionState,
     WriteReassignments, WriteTopicAssignment, WriteTopicConfig, ZkWrite)
@@ -68,6 +69,21 @@ class ZkStore:
                 self.client.delete(znodes.CONTROLLER, version=stat.version)
         except Exception:  # noqa: BLE001 - best effort; the session end removes it anyway
             log.debug("could not release /controller", exc_info=True)
+
+    def remove_dead_controller(self, target: ActiveController) -> bool:
+        """Delete /controller if it is still `target`'s znode (same creation zxid, id and
+        endpoint), whose process a standby judged gone; True if deleted. Not a fence: the
+        election that follows bumps /controller_epoch."""
+        try:
+            data, stat = self.client.get(znodes.CONTROLLER)
+            info = znodes.decode_controller(data)
+            if (stat.czxid != target.czxid or info.controller_id != target.controller_id
+                    or info.endpoint != target.endpoint):
+                return False
+            self.client.delete(znodes.CONTROLLER, version=stat.version)
+            return True
+        except (NoNodeError, BadVersionError, znodes.ZnodeDataError):
+            return False
 
     def bump_epoch(self) -> tuple[int, int]:
         """Increment /controller_epoch with a conditional write: (new epoch, znode version).

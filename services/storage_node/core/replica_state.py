@@ -268,6 +268,12 @@ class ReplicaManager:
                 perrs.append((s.tp, INVALID_REQUEST))
             elif current is not None and s.leader_epoch < current.leader_epoch:
                 perrs.append((s.tp, STALE_CONTROLLER_EPOCH))
+            elif (current is not None and s.leader_epoch == current.leader_epoch
+                  and 0 <= s.zk_version < current.zk_version):
+                # An older state of this epoch, e.g. a new controller's election LEADER_AND_ISR
+                # built before it committed our ISR change and delivered after its answer:
+                # what we have is newer (the state znode's version only grows). Nothing to do.
+                perrs.append((s.tp, NONE))
             elif s.replicas and self.broker_id not in s.replicas:
                 perrs.append((s.tp, UNKNOWN_TOPIC_OR_PARTITION))
             elif s.tp in self.offline:

@@ -1,7 +1,15 @@
 """The storage node talking to the active controller: ISR proposals (ALTER_PARTITION, at most
 one in flight per partition, applied once committed) and CONTROLLED_SHUTDOWN on SIGTERM. The
 controller's endpoint comes from the /controller znode. A mixin of StorageNode (shell.node),
-split out of it along this seam; it never imports shell.node."""
+split out of it along this seam; it never imports shell.node.
+
+Following the controller: the channel belongs to one /controller znode (its creation zxid). As
+soon as another controller is known — the /controller watch fires with another znode or none,
+or a LEADER_AND_ISR arrives with a higher controller epoch (then /controller is read again) —
+the channel is closed, which fails the requests waiting on it at once, and they are sent again
+to the new controller without a backoff (ALTER_PARTITION answers a retry of what it already
+committed with the committed state). Before, a request to a controller that had died waited
+out controller.socket.timeout.ms (30 s) on it."""
 from __future__ import annotations
 
 import asyncio
@@ -30,19 +38,22 @@ class NoActiveController(errors.NotControllerError):
 
 class ControllerLink:
     """ALTER_PARTITION and CONTROLLED_SHUTDOWN. Uses the node's cfg, core, zk, broker_epoch,
-    isr_changes, _controller_channels, _alter_tasks, _closing, _tg, _partition_changed."""
+    isr_changes, _controller_channels, _alter_tasks, _closing, _tg, _partition_changed, and
+    its own _controller_czxid / _controller_moves / _controller_moved (set in node.py)."""
 
     async def _controller_channel(self) -> AsyncChannel:
         """A channel to the active controller, whose endpoint is in the /controller znode."""
         if self.zk is None:
             raise errors.NotControllerError("no ZooKeeper session")
         try:
-            data, _ = await asyncio.to_thread(self.zk.get, znodes.CONTROLLER)
+            data, stat = await asyncio.to_thread(self.zk.get, znodes.CONTROLLER)
         except Exception as e:   # NoNodeError: no controller elected; or connection loss
             raise NoActiveController(f"no active controller ({type(e).__name__})") from None
         info = znodes.decode_controller(data)
         if not info.endpoint:
             raise errors.NotControllerError(f"controller {info.controller_id} has no endpoint")
+        if stat.czxid != self._controller_czxid:
+            self._controller_changed(stat.czxid)
         ch = self._controller_channels.get(info.endpoint)
         if ch is None:
             for old in list(self._controller_channels.values()):
@@ -52,6 +63,65 @@ class ControllerLink:
                               max_message_bytes=self.cfg.socket_request_max_bytes)
             self._controller_channels[info.endpoint] = ch
         return ch
+
+    # -- following the controller --------------------------------------------------------------
+    def _controller_watch(self, data, stat, event=None) -> None:
+        """kazoo's DataWatch on /controller (its thread): hand the znode's identity to the loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._controller_changed,
+                                      stat.czxid if stat is not None else -1)
+
+    def _controller_changed(self, czxid: int) -> None:
+        """/controller is now the znode created at `czxid` (-1: none). If that is not the one
+        our channel was opened for, close the channel (its waiting requests fail now and are
+        resent) and wake every retry that waits for a controller."""
+        if czxid == self._controller_czxid:
+            return
+        if 0 <= czxid <= self._controller_czxid_max:
+            # An older znode read late (a read on another thread answered before the watch
+            # that reported its successor was handled): a newer /controller always has a
+            # larger czxid, so this is not news. (The newest one again after a late "deleted"
+            # is where we are: no move.)
+            if czxid == self._controller_czxid_max:
+                self._controller_czxid = czxid
+            return
+        known = self._controller_czxid
+        self._controller_czxid = czxid
+        self._controller_czxid_max = max(self._controller_czxid_max, czxid)
+        if known is None:
+            return                               # the first sighting: nothing was sent yet
+        self._controller_moves += 1
+        log.info("[node %d] the active controller changed (/controller czxid %s -> %s); "
+                 "requests to the old one are resent", self.cfg.broker_id, known, czxid)
+        channels = list(self._controller_channels.values())
+        self._controller_channels.clear()
+        for ch in channels:
+            self._spawn(ch.close())         # fails the calls waiting on it (retriable)
+        moved, self._controller_moved = self._controller_moved, asyncio.Event()
+        moved.set()
+
+    def _on_controller_epoch(self, controller_epoch: int) -> None:
+        """A LEADER_AND_ISR came with a higher controller epoch than any before: a new
+        controller was elected; read /controller again (the watch may be late or lost)."""
+        async def check() -> None:
+            try:
+                _, stat = await asyncio.to_thread(self.zk.get, znodes.CONTROLLER)
+            except Exception:    # noqa: BLE001 - no /controller or no session: the watch follows
+                return
+            self._controller_changed(stat.czxid)
+        if self.zk is not None and self._controller_czxid is not None:
+            self._spawn(check())
+
+    async def _wait_for_retry(self, backoff_s: float, moves_before: int) -> None:
+        """Back off before resending, unless the controller changed since the request was
+        sent (then resend at once); a change while waiting ends the wait."""
+        if self._controller_moves != moves_before:
+            return
+        try:
+            await asyncio.wait_for(self._controller_moved.wait(), backoff_s)
+        except TimeoutError:
+            pass
 
     def _propose_isr(self, eff: AlterIsr, what: str) -> None:
         self.isr_changes[what] += 1
@@ -80,8 +150,10 @@ class ControllerLink:
             req.partitions.add(topic=tp[0], partition=tp[1], leader_id=eff.leader_id,
                                leader_epoch=eff.leader_epoch, new_isr=list(eff.new_isr),
                                partition_epoch=eff.zk_version)
+            moves = self._controller_moves
             try:
                 ch = await self._controller_channel()
+                moves = self._controller_moves
                 resp = await ch.call(ApiKey.ALTER_PARTITION, req,
                                      timeout_ms=cfg.controller_socket_timeout_ms)
             except asyncio.CancelledError:
@@ -89,17 +161,17 @@ class ControllerLink:
             except errors.KafkaError as e:
                 if e.retriable:
                     log.info("[%s-%d] ALTER_PARTITION: %s; retrying", tp[0], tp[1], e)
-                    await asyncio.sleep(backoff_s)
+                    await self._wait_for_retry(backoff_s, moves)
                     continue
                 result = AlterPartitionResult(tp, e.code)
             except Exception:
                 log.exception("[%s-%d] ALTER_PARTITION failed; retrying", tp[0], tp[1])
-                await asyncio.sleep(backoff_s)
+                await self._wait_for_retry(backoff_s, moves)
                 continue
             else:
                 result = self._alter_result(tp, resp.body)
                 if result.error_code in RETRIABLE_ALTER_CODES:
-                    await asyncio.sleep(backoff_s)
+                    await self._wait_for_retry(backoff_s, moves)
                     continue
             moved = self.core.on_alter_partition_result(eff, result)
             r = self.core.get(tp)
@@ -127,15 +199,22 @@ class ControllerLink:
     async def _controlled_shutdown(self) -> None:
         """Kafka's controlled shutdown: ask the controller to move our leaderships away and
         take us out of the ISRs, retrying up to controlled.shutdown.max.retries times; then
-        stop regardless."""
+        stop regardless. An attempt cut short because the controller changed under it (a
+        controller failover while we stop) is resent to the new one at once and not counted
+        (at most controlled.shutdown.max.retries such resends)."""
         cfg = self.cfg
         if not cfg.controlled_shutdown_enable or self.zk is None:
             return
         req = replication_pb2.ControlledShutdownRequest(broker_id=cfg.broker_id,
                                                         broker_epoch=self.broker_epoch)
-        for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+        moves_at_start = self._controller_moves
+        attempt = resends = 0
+        while attempt < cfg.controlled_shutdown_max_retries:
+            attempt += 1
+            moves = self._controller_moves
             try:
                 ch = await self._controller_channel()
+                moves = self._controller_moves
                 resp = await ch.call(ApiKey.CONTROLLED_SHUTDOWN, req,
                                      timeout_ms=cfg.controller_socket_timeout_ms)
                 body = resp.body
@@ -149,10 +228,15 @@ class ControllerLink:
             except asyncio.CancelledError:
                 raise
             except NoActiveController as e:
-                # Nobody could move our leaderships: waiting out the retries only delays the
-                # stop (Kafka would retry; a fleet without a controller is a test or a teardown).
-                log.warning("[node %d] controlled shutdown skipped: %s", cfg.broker_id, e)
-                return
+                if self._controller_moves == moves_at_start:
+                    # Nobody could move our leaderships: waiting out the retries only delays
+                    # the stop (Kafka would retry; a fleet without a controller is a test or a
+                    # teardown).
+                    log.warning("[node %d] controlled shutdown skipped: %s", cfg.broker_id, e)
+                    return
+                # The controller went away while we stop: a successor is being elected.
+                log.info("[node %d] controlled shutdown: %s; waiting for the next controller",
+                         cfg.broker_id, e)
             except errors.KafkaError as e:
                 log.warning("[node %d] controlled shutdown attempt %d failed: %s",
                             cfg.broker_id, attempt, e)
@@ -161,7 +245,11 @@ class ControllerLink:
             except Exception as e:     # an undecodable /controller, a socket failure
                 log.warning("[node %d] controlled shutdown attempt %d failed: %s",
                             cfg.broker_id, attempt, e)
+            if self._controller_moves != moves and resends < cfg.controlled_shutdown_max_retries:
+                resends += 1
+                attempt -= 1           # cut short by a controller change: not counted
             if attempt < cfg.controlled_shutdown_max_retries:
-                await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000.0)
+                await self._wait_for_retry(cfg.controlled_shutdown_retry_backoff_ms / 1000.0,
+                                           moves)
         log.warning("[node %d] controlled shutdown did not complete; stopping anyway",
                     cfg.broker_id)

@@ -100,6 +100,12 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.broker_epoch = -1                     # czxid of our /brokers/ids/<id>
         self._controller_channels: dict[str, AsyncChannel] = {}
+        # The /controller znode (czxid) the channel talks to; None until first seen. Bumped
+        # moves and a set-and-replaced Event wake the retries when it changes (controller_link).
+        self._controller_czxid: int | None = None
+        self._controller_czxid_max = -1            # the newest /controller znode seen
+        self._controller_moves = 0
+        self._controller_moved = asyncio.Event()
         self._stopping = False
         self._closing = False            # no new background work (ISR proposals)
         self._alter_tasks: set[asyncio.Task] = set()
@@ -223,6 +229,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self._watcher = zkmod.SessionWatcher(self.zk, on_connected=self._on_zk_connected,
                                              name=f"zk-session-{cfg.broker_id}")
         self._watcher.start()
+        self.zk.DataWatch(znodes.CONTROLLER, self._controller_watch)
 
     def _on_zk_connected(self, change) -> None:
         # Runs on the SessionWatcher's own thread (blocking ZooKeeper calls are fine there).
@@ -491,6 +498,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         states = [PartitionStateIn(s.topic, s.partition, s.leader, s.leader_epoch, tuple(s.isr),
                                    tuple(s.replicas), dict(s.topic_configs), s.zk_version)
                   for s in body.partitions]
+        newer_controller = body.controller_epoch > self.core.controller_epoch
         plan = self.core.plan_leader_and_isr(body.controller_epoch, states)
         resp = controller_pb2.LeaderAndIsrResponse(error_code=plan.error_code,
                                                    error_message=plan.error_message)
@@ -523,6 +531,8 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                                        log_access.latest_epoch(plog))
                 accepted.append(s)
             plan = dataclasses.replace(plan, accepted=tuple(accepted))
+            if newer_controller:
+                self._on_controller_epoch(body.controller_epoch)
             for eff in self.core.apply_leader_and_isr(plan, local, now_ms()):
                 self._apply_role_change(eff)
             for s in plan.accepted:      # an ISR the controller changed may move the HW

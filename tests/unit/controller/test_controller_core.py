@@ -239,6 +239,21 @@ def test_node_return_elects_leaderless_partitions_and_gets_its_partitions():
     assert sorted(p.partition for p in lai[1].partitions) == [0, 1]
 
 
+def test_node_return_tells_the_leaders_of_partitions_whose_isr_it_is_out_of():
+    """A leader whose ISR expansion was refused while the node was away waits for a
+    LEADER_AND_ISR; the node's return sends it one (the same state), only for partitions the
+    node replicates (the election had shrunk c-1's ISR to [3] while node 1 was away)."""
+    topics = [snapshot("c", {0: (2, 1), 1: (3, 1), 2: (2, 3)},
+                       {0: st(2, [2]), 1: st(3, [3, 1]), 2: st(2, [2, 3])})]
+    core = new_core(live=(2, 3), topics=topics)
+    out = core.handle(BrokersChanged(brokers(1, 2, 3)), 0)
+    assert of(out, WritePartitionState) == []
+    lai = lai_by_node(out)
+    assert sorted(p.partition for p in lai[1].partitions) == [0, 1]
+    assert [(p.partition, p.leader, list(p.isr)) for p in lai[2].partitions] == [(0, 2, [2])]
+    assert [(p.partition, p.leader, list(p.isr)) for p in lai[3].partitions] == [(1, 3, [3])]
+
+
 def test_unclean_election_when_enabled():
     topics = [snapshot("u", {0: (1, 2)}, {0: st(1, [1])},
                        configs={"unclean.leader.election.enable": "true"})]

@@ -136,6 +136,22 @@ def test_refused_change_blocks_until_leader_and_isr_and_superseded_answers_are_i
     assert (rm.get(T).isr, rm.get(T).zk_version) == ((1, 2), 6)
 
 
+def test_older_state_of_the_same_leader_epoch_does_not_undo_a_committed_isr_change():
+    """A new controller's election LEADER_AND_ISR, built before it committed our shrink and
+    delivered after its answer, restates the older ISR with the older zk_version: ignored."""
+    rm = leader(now=0, zk_version=0)
+    rm.on_local_append(T, 3)
+    [eff] = rm.isr_tick(LAG + 1, LAG)
+    rm.on_alter_partition_result(eff, committed(eff, 1))
+    assert (rm.get(T).isr, rm.get(T).zk_version) == (eff.new_isr, 1)
+    plan = rm.plan_leader_and_isr(2, [PartitionStateIn("t", 0, 1, 0, (1, 2, 3), (1, 2, 3),
+                                                       zk_version=0)])
+    assert plan.accepted == () and dict(plan.partition_errors) == {T: NONE}
+    assert rm.apply_leader_and_isr(plan, {}, LAG + 2) == []
+    assert (rm.get(T).isr, rm.get(T).zk_version) == (eff.new_isr, 1)
+    assert rm.controller_epoch == 2                      # the new controller is still known
+
+
 def test_answer_naming_another_leader_epoch_is_not_applied():
     rm = leader(now=0)
     rm.on_local_append(T, 3)
