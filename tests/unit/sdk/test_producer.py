@@ -555,12 +555,17 @@ def test_a_sticky_run_grows_while_the_partition_it_left_still_waits():
     assert _capacities(b, TP1) == [400]
 
 
-def test_a_sticky_run_is_back_at_batch_size_once_the_left_batch_was_drained():
+def test_a_sticky_run_takes_the_capacity_the_drain_left_on_the_partition_it_left():
     a = acc(batch_size=200, batch_size_max=1600)
-    a.append_values_counted(TP0, 1, [b"x" * 30] * 100, one_batch=True)
-    a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)   # the sender kept up
+    a.append_values_counted(TP0, 1, [b"x" * 30] * 100, one_batch=True)       # fills 200
+    a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)   # taken full: doubled
     a.append_values_counted(TP1, 1, [b"x" * 30] * 100, one_batch=True, after=TP0)
-    assert _capacities(a, TP1) == [200]
+    assert _capacities(a, TP1) == [400]
+    b = acc(batch_size=200, batch_size_max=1600)
+    b.append_values_counted(TP0, 1, [b"x" * 30] * 2, now_ms=0, one_batch=True)  # not full
+    assert len(b.drain(b.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)) == 1   # unfilled
+    b.append_values_counted(TP1, 1, [b"x" * 30] * 100, one_batch=True, after=TP0)
+    assert _capacities(b, TP1) == [200]
     c = acc(batch_size=200)                                # growth off: after changes nothing
     c.append_values_counted(TP0, 1, [b"x" * 30] * 100, one_batch=True)
     c.append_values_counted(TP1, 1, [b"x" * 30] * 100, one_batch=True, after=TP0)
