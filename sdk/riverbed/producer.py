@@ -380,10 +380,11 @@ class Producer:
         fut = acc.append(tps[p], timestamp_ms, None, value, headers, abort_on_new_batch=True)
         if fut is None:
             # The sticky partition's batch is full: move on (KIP-480's onNewBatch), then append.
+            left = p
             p = part.on_new_batch(topic, num_partitions,
                                   self._conn.metadata.available_partitions_for_topic(topic), p)
             fut = acc.append(tps[p], timestamp_ms, None, value, headers,
-                             max_block_ms=self._max_block_ms)
+                             max_block_ms=self._max_block_ms, after=tps[left])
         return fut
 
     def send_many(self, topic: str, values: Sequence[bytes], partition: int | None = None,
@@ -414,16 +415,20 @@ class Producer:
         futures: list[FutureRecordMetadata] = []
         part = self._partitioner
         meta = self._conn.metadata
+        left: TopicPartition | None = None     # the partition the sticky run just left
         while values:
             p = part.partition(topic, None, num_partitions,
                                meta.available_partitions_for_topic(topic))
-            futs, n = acc.append_values_counted(TopicPartition(topic, p), timestamp_ms, values,
-                                                max_block_ms=self._max_block_ms, one_batch=True)
+            tp = TopicPartition(topic, p)
+            futs, n = acc.append_values_counted(tp, timestamp_ms, values,
+                                                max_block_ms=self._max_block_ms, one_batch=True,
+                                                after=left)
             futures += futs
             values = values[n:]
             if values:      # that batch is full: the next goes elsewhere
                 part.on_new_batch(topic, num_partitions,
                                   meta.available_partitions_for_topic(topic), p)
+                left = tp
         return futures
 
     def _wait_on_metadata(self, topic: str, partition: int | None, deadline: float) -> int:

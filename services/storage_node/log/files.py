@@ -35,6 +35,13 @@ def atomic_write(path: str, text: str) -> None:
     fsync_dir(os.path.dirname(path) or ".")
 
 
+def write_unsynced(path: str, text: str) -> None:
+    """Write `text` to `path` without fsync: only for content whose loss or tearing by a crash
+    means the same as the file's absence."""
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def read_text(path: str) -> str | None:
     try:
         with open(path) as f:

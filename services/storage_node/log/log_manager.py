@@ -73,6 +73,8 @@ class LogManager:
         self.offline_dirs: dict[str, tuple[tuple[str, int], ...]] = {}
         # Where replicas not hosted yet are to be created (ALTER_REPLICA_LOG_DIRS, KIP-113).
         self.preferred_dirs: dict[tuple[str, int], str] = {}
+        # log dirs with partition dirs created but not fsynced yet (get_or_create(sync_dir=False))
+        self._unsynced_dirs: set[str] = set()
         for d in self.log_dirs:
             try:
                 os.makedirs(d, exist_ok=True)
@@ -187,7 +189,11 @@ class LogManager:
             return self.offline_dirs[log_dir]
 
     def get_or_create(self, topic: str, partition: int, overrides: Mapping[str, str] | None = None,
-                      *, now_ms: int) -> PartitionLog:
+                      *, now_ms: int, sync_dir: bool = True) -> PartitionLog:
+        """The partition's log, created (empty) if absent. A new partition dir is made durable
+        by an fsync of its log dir: at once, or with `sync_dir=False` by the caller's
+        `sync_created_dirs()` (one fsync per log dir for a LEADER_AND_ISR creating thousands
+        of partitions, instead of one per partition: issue 15)."""
         with self._lock:
             tp = (topic, partition)
             if overrides is not None:
@@ -201,13 +207,29 @@ class LogManager:
                 plog = PartitionLog.open(os.path.join(log_dir, f"{topic}-{partition}"), topic,
                                          partition, self.config_for(topic), now_ms=now_ms,
                                          rng=self.rng)
-                files.fsync_dir(log_dir)
+                if sync_dir:
+                    files.fsync_dir(log_dir)
+                else:
+                    self._unsynced_dirs.add(log_dir)
             except OSError as e:
                 e.log_dir = log_dir      # type: ignore[attr-defined] - for the caller to fail it
                 raise
             self._logs[tp] = plog
             self._dir_of[tp] = log_dir
             return plog
+
+    def sync_created_dirs(self) -> list[tuple[str, OSError]]:
+        """fsync every log dir that got partition dirs from `get_or_create(sync_dir=False)`
+        since the last call. Returns (log dir, error) for those that failed."""
+        with self._lock:
+            dirs, self._unsynced_dirs = sorted(self._unsynced_dirs), set()
+            failed = []
+            for d in dirs:
+                try:
+                    files.fsync_dir(d)
+                except OSError as e:
+                    failed.append((d, e))
+            return failed
 
     def delete_partition(self, topic: str, partition: int) -> bool:
         """Close the log, rename its dir to `<topic>-<partition>.<uuid>-delete`, remove it."""

@@ -113,6 +113,15 @@ class PartitionLog:
         self._dir_dirty = False
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.epochs = LeaderEpochCache()
+        # An epoch assigned by an append (a follower's first batch of a new leader epoch) or by
+        # becoming leader is written to leader-epoch-checkpoint with the next flush, not at
+        # once: one fsync per partition per epoch on the append path was what a first write
+        # to many partitions cost (issue 15). The flush writes it before the recovery point
+        # moves, so every epoch below the recovery point is on disk, and recovery re-assigns
+        # the epochs of the batches above it from their headers (Kafka's LogSegment.recover).
+        self._epochs_dirty = False
+        # (leader epoch, base offset) of the batches recovery re-read, oldest first
+        self._recovered_epochs: list[tuple[int, int]] = []
         self.closed = False
         self.truncations = 0     # bumped by every truncation (a log dir move re-copies then)
 
@@ -189,6 +198,8 @@ class PartitionLog:
         for i in range(k, len(segments)):
             seg = segments[i]
             result = seg.recover(contiguous=contiguous)
+            self._recovered_epochs.extend((h.partition_leader_epoch, h.base_offset)
+                                          for _pos, h in result.batches)
             if i < len(segments) - 1:
                 seg.on_become_inactive()
             if result.reason is not None:
@@ -210,12 +221,30 @@ class PartitionLog:
         self.epochs = LeaderEpochCache(entries)
         changed = self.epochs.truncate_from_end(self._log_end_offset)
         changed |= self.epochs.truncate_from_start(self._log_start_offset)
-        if changed or text is None:
+        # Batches recovery re-read above the recovery point: the checkpoint may not have their
+        # epochs yet (written with the next flush). A batch's epoch is in its header.
+        for epoch, base in self._recovered_epochs:
+            if epoch > self.epochs.latest_epoch and base >= self._log_start_offset:
+                changed |= self.epochs.assign(epoch, base)
+        self._recovered_epochs = []
+        if changed:
             self._write_epochs()
+        elif text is None:
+            # A new log: an empty checkpoint says nothing that a missing or torn one does not
+            # (both read as no epochs), so it needs no fsync.
+            files.write_unsynced(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
+                                 format_epochs(self.epochs.entries))
 
     def _write_epochs(self) -> None:
+        """leader-epoch-checkpoint now, durably (tmp, fsync, rename, dir fsync)."""
         files.atomic_write(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
                            format_epochs(self.epochs.entries))
+        self._epochs_dirty = False
+
+    def _write_epochs_if_dirty(self) -> None:
+        """Before the recovery point moves: the epochs of what it covers on disk."""
+        if self._epochs_dirty:
+            self._write_epochs()
 
     # ---- properties ------------------------------------------------------------------------
     @property
@@ -343,7 +372,7 @@ class PartitionLog:
             self._log_end_offset = offset           # publish
             for epoch, start in epochs:
                 if epoch > self.epochs.latest_epoch and self.epochs.assign(epoch, start):
-                    self._write_epochs()
+                    self._epochs_dirty = True       # written by the next flush
             self._unflushed_messages += records
             if self._unflushed_messages >= cfg.flush_messages:
                 self.flush()
@@ -605,6 +634,7 @@ class PartitionLog:
             if self._dir_dirty:
                 files.fsync_dir(self.dir)
                 self._dir_dirty = False
+            self._write_epochs_if_dirty()
             self.recovery_point = max(self.recovery_point, leo)
             self._unflushed_messages = 0
             self._flush_pending_before = None
@@ -625,6 +655,7 @@ class PartitionLog:
                 if self._dir_dirty:
                     files.fsync_dir(self.dir)
                     self._dir_dirty = False
+                self._write_epochs_if_dirty()
                 self.recovery_point = max(self.recovery_point, pending)
                 if self._flush_pending_before == pending:
                     self._flush_pending_before = None
@@ -659,9 +690,12 @@ class PartitionLog:
 
     # ---- leader epochs (for the replication layer) -----------------------------------------
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new leader's epoch from its log end (Kafka's makeLeader). Written with the next
+        flush: an entry starting at the log end is dropped on reopening anyway (no batch of it
+        may be on disk), and recovery re-assigns it from the batches that have it."""
         with self._lock:
             if self.epochs.assign(epoch, start_offset):
-                self._write_epochs()
+                self._epochs_dirty = True
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         return self.epochs.end_offset_for(epoch, self._log_end_offset)

@@ -93,17 +93,22 @@ class Logs:
     def get(self, tp) -> PartitionLog | None:
         return self.manager.get(tp[0], tp[1])
 
-    def get_or_create(self, tp, topic_configs: dict[str, str]) -> PartitionLog:
+    def get_or_create(self, tp, topic_configs: dict[str, str], *,
+                      sync_dir: bool = True) -> PartitionLog:
         # The replica layer's topic keys (min.insync.replicas, ...) are not the log's.
         topic_configs = {k: v for k, v in (topic_configs or {}).items()
                          if k not in REPLICATION_TOPIC_KEYS}
         # Validate the topic's overrides first: a bad value is INVALID_CONFIG, nothing created.
         LogConfig.from_topic_configs(self.defaults, topic_configs)
-        plog = self.manager.get_or_create(tp[0], tp[1], topic_configs or None, now_ms=_now_ms())
+        plog = self.manager.get_or_create(tp[0], tp[1], topic_configs or None, now_ms=_now_ms(),
+                                          sync_dir=sync_dir)
         if tp not in self.stores:
             # a new log: empty state at its start
             self.stores[tp] = ProducerStateStore(plog, batches_retained=self.batches_retained)
         return plog
+
+    def sync_created_dirs(self) -> list[tuple[str, OSError]]:
+        return self.manager.sync_created_dirs()
 
     def store(self, tp) -> ProducerStateStore | None:
         """The partition's producer state + log (appends and truncations go through it)."""

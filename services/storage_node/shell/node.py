@@ -515,7 +515,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                 try:
                     if s.topic_configs:
                         self.topic_configs[s.topic] = dict(s.topic_configs)
-                    plog = self.logs.get_or_create(s.tp, self.topic_configs.get(s.topic, {}))
+                    # new partition dirs: one fsync per log dir after the loop, not one each
+                    plog = self.logs.get_or_create(s.tp, self.topic_configs.get(s.topic, {}),
+                                                   sync_dir=False)
                 except OSError as e:
                     self.fail_log_dir(getattr(e, "log_dir", None), e,
                                       f"opening {s.topic}-{s.partition}")
@@ -530,6 +532,15 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                                        self.logs.high_watermark_checkpoint(s.tp),
                                        log_access.latest_epoch(plog))
                 accepted.append(s)
+            failed_dirs = self.logs.sync_created_dirs()
+            if failed_dirs:
+                dir_of = {s.tp: self._dir_of(s.tp) for s in accepted}
+                for d, e in failed_dirs:
+                    self.fail_log_dir(d, e, "making new partition dirs durable")
+                    for tp, where in dir_of.items():
+                        if where == d:
+                            perrs[tp] = KAFKA_STORAGE_ERROR
+                accepted = [s for s in accepted if s.tp not in perrs]
             plan = dataclasses.replace(plan, accepted=tuple(accepted))
             if newer_controller:
                 self._on_controller_epoch(body.controller_epoch)

@@ -534,3 +534,62 @@ def test_batch_size_max_equal_to_batch_size_turns_growth_off():
     for _ in range(100):
         a.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
     assert set(_capacities(a)) == {200}
+
+
+def test_a_sticky_run_grows_while_the_partition_it_left_still_waits():
+    """Keyless records move on after each full batch: the partition they move to has an empty
+    deque, so the backlog shows on the partition they left (issue 15: with 1,000 partitions
+    every batch stayed at batch_size)."""
+    a = acc(batch_size=200, batch_size_max=1600)
+    tps = [TopicPartition("t", p) for p in range(6)]
+    left = None
+    for tp in tps:                                         # nothing drained: a backlog
+        futs, n = a.append_values_counted(tp, 1, [b"x" * 30] * 100, one_batch=True, after=left)
+        assert n < 100                                     # filled one batch, then stopped
+        left = tp
+    assert [_capacities(a, tp) for tp in tps] == [[200], [400], [800], [1600], [1600], [1600]]
+    # the same through append() (keyless send())
+    b = acc(batch_size=200, batch_size_max=1600)
+    b.append(TP0, 1, None, b"x" * 30, (), now_ms=0)
+    b.append(TP1, 1, None, b"x" * 30, (), now_ms=0, after=TP0)
+    assert _capacities(b, TP1) == [400]
+
+
+def test_a_sticky_run_takes_the_capacity_the_drain_left_on_the_partition_it_left():
+    a = acc(batch_size=200, batch_size_max=1600)
+    a.append_values_counted(TP0, 1, [b"x" * 30] * 100, one_batch=True)       # fills 200
+    a.drain(a.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)   # taken full: doubled
+    a.append_values_counted(TP1, 1, [b"x" * 30] * 100, one_batch=True, after=TP0)
+    assert _capacities(a, TP1) == [400]
+    b = acc(batch_size=200, batch_size_max=1600)
+    b.append_values_counted(TP0, 1, [b"x" * 30] * 2, now_ms=0, one_batch=True)  # not full
+    assert len(b.drain(b.ready(LEADER, now_ms=0).ready, 1 << 20, now_ms=0)) == 1   # unfilled
+    b.append_values_counted(TP1, 1, [b"x" * 30] * 100, one_batch=True, after=TP0)
+    assert _capacities(b, TP1) == [200]
+    c = acc(batch_size=200)                                # growth off: after changes nothing
+    c.append_values_counted(TP0, 1, [b"x" * 30] * 100, one_batch=True)
+    c.append_values_counted(TP1, 1, [b"x" * 30] * 100, one_batch=True, after=TP0)
+    assert _capacities(c, TP1) == [200]
+
+
+def test_send_many_without_a_partition_grows_batches_along_the_sticky_run(monkeypatch):
+    """Producer.send_many tells the accumulator which partition the sticky run left."""
+    import zmq
+
+    from riverbed.producer import Producer
+    from sdk_fakes import FakeChannel
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(50), ApiKey.PRODUCE: ProduceLog()})
+    pair = zmq.Context.instance().socket(zmq.PAIR)     # pollable, never fires (see above)
+    pair.bind("inproc://fake-dealer-%d" % id(pair))
+    monkeypatch.setattr(FakeChannel, "socket", pair, raising=False)
+    try:
+        # linger keeps every batch queued (a backlog) until flush
+        with Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory, linger_ms=60_000,
+                      batch_size=1000, batch_size_max=8000) as p:
+            for _ in range(40):
+                p.send_many("t", [b"v" * 50] * 18)         # about one batch_size per call
+            caps = sorted({b.capacity for b in p._accumulator.incomplete()})
+            assert caps[0] == 1000 and caps[-1] == 8000
+            p.flush(timeout=10)
+    finally:
+        pair.close(0)

@@ -156,3 +156,27 @@ def test_reader_threads_never_see_partial_batches(tmp_path):
     assert seen_counts == [total] * 3
     assert len(read_all(plog)) == sum(len(batch([b"x" * (i % 300)])) for i in range(total))
     m.close()
+
+
+def test_created_dirs_are_synced_once_per_log_dir_when_the_caller_asks(tmp_path, monkeypatch):
+    from services.storage_node.log import files
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    m = _manager(dirs)
+    synced = []
+    monkeypatch.setattr(files, "fsync_dir", lambda path: synced.append(path))
+    m.get_or_create("t", 0, now_ms=0)                    # at once, by default
+    assert synced == [m.dir_of("t", 0)]
+    synced.clear()
+    for p in range(1, 7):
+        m.get_or_create("t", p, now_ms=0, sync_dir=False)
+    assert synced == []
+    assert m.sync_created_dirs() == []
+    assert sorted(synced) == sorted(str(d) for d in dirs)  # one fsync per log dir
+    synced.clear()
+    assert m.sync_created_dirs() == [] and synced == []   # nothing new since
+    monkeypatch.setattr(files, "fsync_dir", lambda path: (_ for _ in ()).throw(OSError(5, "EIO")))
+    m.get_or_create("t", 9, now_ms=0, sync_dir=False)
+    failed = m.sync_created_dirs()
+    assert [d for d, _ in failed] == [m.dir_of("t", 9)] and isinstance(failed[0][1], OSError)
+    monkeypatch.undo()
+    m.close()

@@ -204,13 +204,72 @@ def test_truncate_to(tmp_path):
 
 def test_leader_epoch_checkpoint_file(tmp_path):
     plog = open_log(tmp_path / "t-0")
+    ckpt = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    assert ckpt.read_text() == "0\n0\n"          # a new log: the empty checkpoint
     plog.append(batch([b"a"]), now_ms=0, leader_epoch=1)
     plog.append(batch([b"a"]), now_ms=0, leader_epoch=3)
-    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n3 1\n"
     assert plog.end_offset_for_epoch(1) == (1, 1)
     assert plog.end_offset_for_epoch(3) == (3, 2)
+    # new epochs reach the file with the flush that moves the recovery point, not per append
+    assert ckpt.read_text() == "0\n0\n"
+    plog.flush()
+    assert ckpt.read_text() == "0\n2\n1 0\n3 1\n"
     plog.close()
     assert open_log(tmp_path / "t-0").epochs.entries == [(1, 0), (3, 1)]
+
+
+def test_epochs_of_a_new_leader_are_written_by_the_flush(tmp_path):
+    plog = open_log(tmp_path / "t-0")
+    plog.append(batch([b"a"]), now_ms=0, leader_epoch=1)
+    plog.assign_epoch(4, plog.log_end_offset)     # became leader at epoch 4 at the log end
+    assert plog.epochs.entries == [(1, 0), (4, 1)]
+    plog.close()                                   # close flushes
+    ckpt = (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text()
+    assert ckpt == "0\n2\n1 0\n4 1\n"
+    # reopened: an epoch starting at the log end has no batch on disk and is dropped
+    assert open_log(tmp_path / "t-0").epochs.entries == [(1, 0)]
+
+
+def test_recovery_reassigns_epochs_the_checkpoint_lacks(tmp_path):
+    """A crash (no close, no flush) after appends of new epochs: the checkpoint on disk has
+    only the flushed epochs; recovery reads the rest from the batch headers above the
+    recovery point (Kafka's LogSegment.recover)."""
+    d = tmp_path / "t-0"
+    plog = open_log(d, config(segment_bytes=300))
+    for i in range(3):
+        plog.append(batch([b"v" * 40]), now_ms=0, leader_epoch=1)
+    plog.flush()                                   # recovery point 3, epoch 1 on disk
+    recovery_point = plog.recovery_point
+    for i in range(6):
+        plog.append(batch([b"w" * 40]), now_ms=0, leader_epoch=2 + i // 3)
+    assert plog.epochs.entries == [(1, 0), (2, 3), (3, 6)]
+    assert (d / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+    # crash: the files stay as they are; no close
+    again = open_log(d, config(segment_bytes=300), recovery_point=recovery_point,
+                     needs_recovery=True)
+    assert again.log_end_offset == 9
+    assert again.epochs.entries == [(1, 0), (2, 3), (3, 6)]
+    assert again.end_offset_for_epoch(2) == (2, 6)
+    assert (d / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n2 3\n3 6\n"
+    again.close()
+
+
+def test_flush_writes_epochs_before_the_recovery_point_moves(tmp_path):
+    """Whatever the recovery point covers has its epochs in the checkpoint: a clean reopen
+    (no recovery scan) must find them."""
+    d = tmp_path / "t-0"
+    plog = open_log(d, config(segment_bytes=250))
+    for i in range(8):                              # rolls: the flush after a roll runs on tick
+        plog.append(batch([b"x" * 40]), now_ms=0, leader_epoch=1 + i // 2)
+        plog.tick(0)
+    entries = list(plog.epochs.entries)
+    rp = plog.recovery_point
+    assert rp > 0
+    text = (d / "leader-epoch-checkpoint").read_text().split("\n")
+    saved = [tuple(map(int, line.split())) for line in text[2:] if line]
+    covered = [e for e in entries if e[1] < rp]
+    assert len(covered) >= 2 and saved[:len(covered)] == covered
+    plog.close()
 
 
 def test_prevalidated_append_writes_what_a_validating_append_writes(tmp_path):
