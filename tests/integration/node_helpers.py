@@ -6,6 +6,7 @@ controller themselves (test_storage_node, test_replication_node, test_idempotenc
 - `wait_registered`: until /brokers/ids/<id> of a live node appears (from a new session).
 - `leader_and_isr`, `produce`, `fetch`, `fetch_all`: the test-side controller and client calls
   over riverbed.wire.client.Channel.
+- `wait_until`: poll a condition, bounded (modules bind their own timeout with functools.partial).
 
 The fixtures that start and stop these processes are in conftest.py (`processes`,
 `storage_nodes`, `zk`).
@@ -171,3 +172,20 @@ def fetch_all(ch: Channel, topic, partition, offset=0):
             return out, part
         out += recs
         offset = recs[-1].offset + 1
+
+
+def wait_until(pred, what: str, timeout_s: float = 60.0, interval_s: float = 0.2,
+               tolerate: tuple[type[BaseException], ...] = ()):
+    """pred() until it returns something true (returned), every interval_s; an AssertionError
+    naming `what` after timeout_s. An exception in `tolerate` counts as not yet."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = pred()
+        except tolerate:
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval_s)

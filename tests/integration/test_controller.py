@@ -6,6 +6,8 @@ Every process started here is stopped in a finally block, by its own PID.
 """
 from __future__ import annotations
 
+import functools
+
 import os
 import pathlib
 import signal
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import node_helpers
 import pytest
 import zmq
 
@@ -29,15 +32,7 @@ E = errors.ErrorCode
 WAIT_S = 30.0           # bound on every wait; never a pass/fail threshold on speed
 
 
-def wait_until(pred, what, timeout_s=WAIT_S, interval_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval_s)
+wait_until = functools.partial(node_helpers.wait_until, timeout_s=WAIT_S, interval_s=0.05)
 
 
 class Controllers:

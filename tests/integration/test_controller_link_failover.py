@@ -20,9 +20,12 @@ Fleet.down (by PID); a paused controller is resumed in a finally block.
 """
 from __future__ import annotations
 
+import functools
+
 import signal
 import time
 
+import node_helpers
 import pytest
 
 from deploy.fleet import Fleet, free_base_port
@@ -35,18 +38,8 @@ WAIT_S = 90.0
 SOCKET_TIMEOUT_MS = 600_000
 
 
-def wait_until(pred, what, timeout_s=WAIT_S, interval_s=0.2):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = pred()
-        except errors.RiverbedError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval_s)
+wait_until = functools.partial(node_helpers.wait_until, timeout_s=WAIT_S, interval_s=0.2,
+                               tolerate=(errors.RiverbedError,))
 
 
 @pytest.fixture

@@ -6,10 +6,13 @@ Waits are bounded (WAIT_S) and never pass/fail thresholds on speed. Every proces
 fleet's and is stopped by Fleet.down (by PID)."""
 from __future__ import annotations
 
+import functools
+
 import json
 import signal
 import time
 
+import node_helpers
 import pytest
 
 from deploy.fleet import Fleet, free_base_port
@@ -23,18 +26,8 @@ WAIT_S = 60.0
 N = 2000
 
 
-def wait_until(pred, what, timeout_s=WAIT_S, interval_s=0.2):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = pred()
-        except errors.RiverbedError:
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval_s)
+wait_until = functools.partial(node_helpers.wait_until, timeout_s=WAIT_S, interval_s=0.2,
+                               tolerate=(errors.RiverbedError,))
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,13 @@
 """
 from __future__ import annotations
 
+import functools
+
 import signal
 import sys
 import time
 
+import node_helpers
 import pytest
 from kazoo.exceptions import NoNodeError
 from node_helpers import NONE, fetch_all, leader_and_isr, produce, wait_registered
@@ -43,15 +46,7 @@ def active_controller(zk) -> int | None:
         return None
 
 
-def wait_until(pred, what, timeout_s=WAIT_S, interval_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval_s)
+wait_until = functools.partial(node_helpers.wait_until, timeout_s=WAIT_S, interval_s=0.05)
 
 
 def idem_batch(pid, epoch, seq, values):
