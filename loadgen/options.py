@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--throughput", type=float, default=-1.0, metavar="R",
                    help="records/s cap over all processes; -1: no cap (default)")
     p.add_argument("--processes", type=_positive_int, default=1, metavar="P")
-    p.add_argument("--bulk", action="store_true", help="send with Producer.send_many")
+    p.add_argument("--bulk", action="store_true", help="send with Producer.send_many, about 256 KiB of records per call")
     p.add_argument("--asyncio", action="store_true",
                    help="riverbed.aio's producer on an asyncio loop (`await send(...)` per "
                         "record; not with --bulk or --null-sink)")

@@ -135,9 +135,10 @@ def test_payloads_random_letters_or_file(tmp_path):
         perf.make_payloads()
 
 
-def test_bulk_chunk_is_about_one_batch():
-    assert perf.bulk_chunk_records(16384, 100) == 151
-    assert perf.bulk_chunk_records(100, 1000) == 1
+def test_bulk_chunk_is_about_256_kib_whatever_the_batch_size():
+    assert perf.bulk_chunk_records(100) == 2427
+    assert perf.bulk_chunk_records(1024) == 254
+    assert perf.bulk_chunk_records(100, call_bytes=100) == 1
 
 
 def test_batch_group_counts_each_record_with_its_send_time(monkeypatch):
