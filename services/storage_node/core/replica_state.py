@@ -308,7 +308,14 @@ class ReplicaManager:
             if (current is not None and current.role is role and current.leader == s.leader
                     and current.leader_epoch == s.leader_epoch):
                 # The same state again (an ISR change the controller made, or a controller
-                # failover): keep what was learned; any ISR proposal in flight is superseded.
+                # failover): keep what was learned. An ISR proposal in flight is superseded by
+                # a newer state, but not by the state it was proposed against (same zk_version,
+                # e.g. a new controller's election LEADER_AND_ISR delivered while our proposal
+                # travels to it): the controller may still commit it, and its answer must apply,
+                # or ZooKeeper would hold an ISR this leader never learns.
+                if current.pending_isr is not None and s.zk_version == current.zk_version \
+                        and tuple(s.replicas) == current.replicas:
+                    replica.pending_isr = current.pending_isr
                 replica.followers = current.followers
                 replica.log_end_offset = current.log_end_offset
                 replica.high_watermark = current.high_watermark

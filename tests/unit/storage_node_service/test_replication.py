@@ -152,6 +152,35 @@ def test_older_state_of_the_same_leader_epoch_does_not_undo_a_committed_isr_chan
     assert rm.controller_epoch == 2                      # the new controller is still known
 
 
+def test_the_state_a_proposal_was_made_against_does_not_supersede_it():
+    """A new controller's election LEADER_AND_ISR (the state our shrink was proposed against,
+    same zk_version) arrives while the shrink travels to that controller, which commits it:
+    the answer applies, so the leader knows the ISR ZooKeeper holds (it used to be dropped as
+    superseded, leaving the leader with the old ISR and nothing to propose)."""
+    rm = leader(now=0, zk_version=0)
+    rm.on_local_append(T, 3)
+    [eff] = rm.isr_tick(LAG + 1, LAG)
+    plan = rm.plan_leader_and_isr(2, [PartitionStateIn("t", 0, 1, 0, (1, 2, 3), (1, 2, 3),
+                                                       zk_version=0)])
+    rm.apply_leader_and_isr(plan, {T: LocalLog(3, 0, 0)}, LAG + 2)
+    assert rm.pending_alter(T) == eff                    # still in flight
+    rm.on_alter_partition_result(eff, committed(eff, 1))
+    assert (rm.get(T).isr, rm.get(T).zk_version) == (eff.new_isr, 1)
+    assert rm.pending_alter(T) is None
+
+
+def test_a_newer_state_supersedes_the_proposal_in_flight():
+    rm = leader(now=0, zk_version=0)
+    rm.on_local_append(T, 3)
+    [eff] = rm.isr_tick(LAG + 1, LAG)
+    plan = rm.plan_leader_and_isr(2, [PartitionStateIn("t", 0, 1, 0, (1, 2), (1, 2, 3),
+                                                       zk_version=1)])
+    rm.apply_leader_and_isr(plan, {T: LocalLog(3, 0, 0)}, LAG + 2)
+    assert rm.pending_alter(T) is None
+    rm.on_alter_partition_result(eff, committed(eff, 2))     # superseded: not applied
+    assert (rm.get(T).isr, rm.get(T).zk_version) == ((1, 2), 1)
+
+
 def test_answer_naming_another_leader_epoch_is_not_applied():
     rm = leader(now=0)
     rm.on_local_append(T, 3)
