@@ -180,10 +180,26 @@ def stop_all(procs: Iterable[tuple[int, subprocess.Popen | None]], *, grace_s: f
     return killed
 
 
+def ephemeral_port_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int | None:
+    """The first port the kernel hands out for outgoing connections, or None if unknown."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def free_port_block(span: int, host: str = "127.0.0.1", *, low: int = 20000, high: int = 60000,
-                    attempts: int = 100, seed: int | None = None) -> int:
-    """A base port P such that P..P+span-1 are all free now (for a fleet's port plan)."""
+                    attempts: int = 100, seed: int | None = None,
+                    ephemeral_low: int | None = None) -> int:
+    """A base port P such that P..P+span-1 are all free now (for a fleet's port plan). Below
+    the kernel's ephemeral range when there is room for a few blocks there: a port of the plan
+    that is free now could otherwise be taken by any process's outgoing connection before the
+    service binds it (a fleet's storage node once failed with "Address already in use")."""
     import random
+    eph = ephemeral_port_low() if ephemeral_low is None else ephemeral_low
+    if eph is not None and eph - low >= 8 * span:
+        high = min(high, eph)
     rng = random.Random(seed)
     for _ in range(attempts):
         base = rng.randrange(low, high - span)

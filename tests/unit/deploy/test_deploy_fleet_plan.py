@@ -149,3 +149,16 @@ def test_missing_jars_are_a_clear_error(tmp_path):
     from deploy.zookeeper import ZooKeeperError, classpath
     with pytest.raises(ZooKeeperError, match="make install"):
         classpath(tmp_path)
+
+
+def test_port_blocks_stay_below_the_ephemeral_range_when_there_is_room(tmp_path):
+    from deploy.process import ephemeral_port_low, free_port_block
+    rng = tmp_path / "ip_local_port_range"
+    rng.write_text("32768\t60999\n")
+    assert ephemeral_port_low(str(rng)) == 32768
+    assert ephemeral_port_low(str(tmp_path / "missing")) is None
+    bases = {free_port_block(400, seed=s, ephemeral_low=32768) for s in range(20)}
+    assert all(20000 <= b and b + 400 <= 32768 for b in bases)
+    # no room below it (a narrow range): the whole span as before
+    wide = {free_port_block(400, seed=s, ephemeral_low=21000) for s in range(20)}
+    assert any(b + 400 > 21000 for b in wide)
