@@ -146,11 +146,11 @@ class FakeNode:
 
 class FakeController:
     """Answers METADATA from `topics` (name -> leaders by partition), CREATE_TOPICS by adding a
-    topic led by node 1; with `standby`, answers NOT_CONTROLLER (to CREATE_TOPICS after calling
-    `on_standby`)."""
+    topic led by node 1 (after calling `before_create` once, in a thread, if given); with
+    `standby`, answers NOT_CONTROLLER (to CREATE_TOPICS after calling `on_standby`)."""
 
     def __init__(self, nodes: list[FakeNode], epoch: int = 1, *, controller_id: int = 100,
-                 standby: bool = False, on_standby=None):
+                 standby: bool = False, on_standby=None, before_create=None):
         self.nodes = nodes
         self.epoch = epoch
         self.version = 1
@@ -158,6 +158,7 @@ class FakeController:
         self.topics: dict[str, list[int]] = {}
         self.standby = standby
         self.on_standby = on_standby
+        self.before_create = before_create
         self.calls: list[int] = []
         handlers = {api: self._handle for api in (
             ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.DESCRIBE_CONFIGS)}
@@ -203,6 +204,9 @@ class FakeController:
                                if not req.body.topics or t.name in req.body.topics)
             return rpc.Reply(resp)
         if req.api == ApiKey.CREATE_TOPICS:
+            hook, self.before_create = self.before_create, None
+            if hook is not None:
+                await asyncio.to_thread(hook)
             resp = controller_pb2.CreateTopicsResponse()
             for t in req.body.topics:
                 code = E.TOPIC_ALREADY_EXISTS if t.name in self.topics else NONE
@@ -429,7 +433,7 @@ def test_metadata_updates_admin_forwarding_and_unknown_topics(fake_cluster, gate
     assert [g.gateway_id for g in md.gateways] == [1]
 
     # admin: the first controller is a standby that hands over (rewrites /controller) and
-    # answers NOT_CONTROLLER; the gateway re-reads /controller and retries once
+    # answers NOT_CONTROLLER; the gateway re-reads /controller and retries
     active = ctl
     standby = FakeController(fake_cluster.nodes, controller_id=200, standby=True,
                              on_standby=lambda: write_controller(zk, active, fake_cluster.pub_endpoint))
@@ -455,6 +459,34 @@ def test_metadata_updates_admin_forwarding_and_unknown_topics(fake_cluster, gate
     resp = ch.call(ApiKey.PRODUCE, produce_req([("admin-made", [1])]), payloads=[b"m"],
                    timeout_ms=10000).body
     assert parts_of(resp) == [("admin-made", 1, NONE)]
+
+
+def test_admin_call_survives_a_controller_change_racing_a_resignation(fake_cluster, gateway,
+                                                                     channels, zk):
+    """/controller moves to a standby while a CREATE_TOPICS is out at the active controller (the
+    gateway drops that call), the standby has already resigned (NOT_CONTROLLER, /controller moves
+    back): the gateway follows both changes and the client sees one answer, not NOT_CONTROLLER."""
+    active = fake_cluster.controller
+    gw = gateway(1)
+    ch = channels(gw.endpoint)
+    wait_gateway_ready(ch, gw, "orders")
+    standby = FakeController(fake_cluster.nodes, controller_id=200, standby=True,
+                             on_standby=lambda: write_controller(zk, active, fake_cluster.pub_endpoint))
+    standby.start()
+    fake_cluster.extra.append(standby)
+
+    def move_to_standby_and_wait_for_its_call():
+        write_controller(zk, standby, fake_cluster.pub_endpoint)
+        wait_until(lambda: ApiKey.CREATE_TOPICS in standby.calls, what="the call at the standby")
+    active.before_create = move_to_standby_and_wait_for_its_call
+    create = controller_pb2.CreateTopicsRequest(timeout_ms=1000)
+    create.topics.add(name="raced", num_partitions=1, replication_factor=1)
+    r = ch.call(ApiKey.CREATE_TOPICS, create, timeout_ms=20000).body
+    assert [(t.name, t.error_code) for t in r.topics] in ([("raced", NONE)],
+                                                           [("raced", E.TOPIC_ALREADY_EXISTS)])
+    assert standby.calls.count(ApiKey.CREATE_TOPICS) == 1
+    assert active.calls.count(ApiKey.CREATE_TOPICS) == 2
+    assert "raced" in active.topics
 
 
 def test_two_gateways_side_by_side(fake_cluster, gateway, channels, zk):

@@ -4,7 +4,7 @@ on the active controller's metadata PUB, and a ZooKeeper session.
 Loops (one TaskGroup; a dead loop stops the gateway):
 - the RpcServer: METADATA / DESCRIBE_CLUSTER from the cache; PRODUCE / FETCH / LIST_OFFSETS
   split per leader (core.routing), forwarded concurrently, merged; admin forwarded to the
-  controller (re-read /controller and retry once on NOT_CONTROLLER);
+  controller (re-read /controller and retry on NOT_CONTROLLER, at most 3 calls);
 - the metadata subscriber: UpdateMetadataRequest snapshots into the cache;
 - ZooKeeper inputs: /controller (DataWatch) and /riverbed/gateways (ChildrenWatch) callbacks run
   on kazoo's threads and only hand their input to the loop (`call_soon_threadsafe`); blocking
@@ -56,6 +56,9 @@ ADMIN_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIO
 # Admin requests that change topics: refresh the cache right after so this gateway routes them.
 TOPIC_CHANGING_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS)
 TICK_S = 1.0
+# Calls to the active controller per admin request: the one it names, a second after a
+# NOT_CONTROLLER or a dropped channel, a third when that change raced another one.
+CONTROLLER_ATTEMPTS = 3
 # How often to retry registering /riverbed/gateways/<id> while a previous session of the same
 # id still holds it (it disappears within zookeeper.session.timeout.ms).
 REGISTER_RETRY_S = 0.2
@@ -551,11 +554,14 @@ class Gateway:
     async def _call_controller(self, api: int, body, timeout_ms: int,
                                payloads: Sequence = ()) -> rpc.Response:
         """Call the active controller; on NOT_CONTROLLER (or none known) re-read /controller
-        and retry once. KafkaErrors propagate (the RpcServer answers with an envelope error)."""
-        for attempt in (0, 1):
+        and retry, on a dropped channel (/controller changed while the call was out) retry on
+        the new one: at most CONTROLLER_ATTEMPTS calls. KafkaErrors propagate (the RpcServer
+        answers with an envelope error)."""
+        last = CONTROLLER_ATTEMPTS - 1
+        for attempt in range(CONTROLLER_ATTEMPTS):
             info = self._controller.current
             if info is None or not info.endpoint:
-                if attempt == 0:
+                if attempt < last:
                     await self._reread_controller()
                     continue
                 raise errors.NotControllerError("no active controller")
@@ -563,14 +569,15 @@ class Gateway:
                 return await self._pool.get(info.endpoint).call(api, body, payloads=payloads,
                                                                  timeout_ms=timeout_ms)
             except errors.NetworkError:
-                # The channel was dropped because /controller changed (or is gone): once more
-                # on whoever is active now.
+                # The channel was dropped because /controller changed (or is gone): again on
+                # whoever is active now. The new one may itself be a controller that has
+                # already resigned (it answers NOT_CONTROLLER), hence more than two attempts.
                 now = self._controller.current
-                if attempt == 1 or (now is not None and now.endpoint == info.endpoint):
+                if attempt == last or (now is not None and now.endpoint == info.endpoint):
                     raise
                 continue
             except errors.NotControllerError:
-                if attempt == 1:
+                if attempt == last:
                     raise
                 self.log.info("controller %d answered NOT_CONTROLLER; re-reading %s",
                               info.controller_id, znodes.CONTROLLER)
