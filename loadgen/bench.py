@@ -270,24 +270,6 @@ def run_quick(bootstrap: str, num_records: int, replication_factor: int,
 SECURITY_RECORDS = {100: 1_000_000, 1024: 200_000}
 
 
-# CPU groups of a --security row: this process (the perf client) and the fleet's roles
-CPU_GROUPS = ("client", "gateway", "storage-node", "other")
-
-
-def fleet_pids(fleet) -> dict[str, list[int]]:
-    """The fleet's Python services by CPU group (ZooKeeper left out), plus this process."""
-    import os
-    groups: dict[str, list[int]] = {"client": [os.getpid()], "gateway": [],
-                                    "storage-node": [], "other": []}
-    for name in fleet.names():
-        rec = fleet.process(name)
-        if not rec.pid or rec.role == "zookeeper":
-            continue
-        role = rec.role.replace("_", "-")
-        groups[role if role in groups else "other"].append(rec.pid)
-    return groups
-
-
 def _cpu_row(before: dict, pids: dict[str, list[int]], nbytes: int, seconds: float) -> dict:
     """CPU seconds per GB of records (per group: ZeroMQ I/O threads and the rest) and cores
     busy on average while the row ran."""
@@ -301,7 +283,7 @@ def _cpu_row(before: dict, pids: dict[str, list[int]], nbytes: int, seconds: flo
 def run_security_side(bootstrap: str, client_flags: list[str], protocol: str, scale: float,
                       e2e_records: int, pids: dict[str, list[int]] | None = None) -> dict:
     """One side of the CURVE on/off comparison, against a fleet running `protocol`. With
-    `pids` (fleet_pids), each produce and consume row also carries its CPU per GB by group."""
+    `pids` (proc_cpu.fleet_pids), each produce and consume row also carries its CPU per GB by group."""
     out: dict = {"security_protocol": protocol, "produce": {}, "consume": {}}
     pids = pids or {"client": [__import__("os").getpid()]}
     for size, n in SECURITY_RECORDS.items():
@@ -376,7 +358,7 @@ def run_security(scale: float, e2e_records: int, rounds: int = 2,
             bootstrap, fleet = stack.enter_context(_fleet_obj(protocol))
             flags = (["--command-config", str(fleet.security.client_properties_file)]
                      if protocol == "CURVE" else ["--security-protocol", "NONE"])
-            fleets[protocol] = (bootstrap, flags, fleet_pids(fleet))
+            fleets[protocol] = (bootstrap, flags, proc_cpu.fleet_pids(fleet))
         for r in range(rounds):
             order = ("NONE", "CURVE") if r % 2 == 0 else ("CURVE", "NONE")
             for protocol in order:
@@ -458,7 +440,7 @@ def format_bounds(sides: dict) -> str:
 def format_security_cpu(sides: dict) -> str:
     """Where each row's CPU went: seconds per GB of records by process group, as ZeroMQ I/O
     threads (framing; with CURVE also encrypting and decrypting) + the rest (Python)."""
-    head = (f"{'row':<16} {'side':<5} " + " ".join(f"{g:>13}" for g in CPU_GROUPS)
+    head = (f"{'row':<16} {'side':<5} " + " ".join(f"{g:>13}" for g in proc_cpu.CPU_GROUPS)
             + f" {'total':>7} {'io':>6} {'gw io1':>6} {'cores':>5}")
     lines = ["CPU seconds per GB of records, ZeroMQ I/O threads + the rest, per process group "
              "(client: this process); gw io1: the gateway's busiest I/O thread; cores: busy on "
@@ -472,7 +454,7 @@ def format_security_cpu(sides: dict) -> str:
                 if not per:
                     continue
                 cells = []
-                for g in CPU_GROUPS:
+                for g in proc_cpu.CPU_GROUPS:
                     c = per.get(g, {"io": 0.0, "other": 0.0})
                     cells.append(f"{c['io']:>6.2f}+{c['other']:<6.2f}")
                 io = sum(c["io"] for c in per.values())

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["Cpu", "Sample", "cpu_of", "parse_stat", "is_io_thread", "process_cpu", "snapshot", "delta"]
+__all__ = ["CPU_GROUPS", "Cpu", "Sample", "cpu_of", "fleet_pids", "parse_stat", "is_io_thread", "process_cpu", "snapshot", "delta"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -120,3 +120,21 @@ def snapshot(groups: Mapping[str, list[int]]) -> dict[str, Sample]:
 def delta(before: Mapping[str, Sample], after: Mapping[str, Sample]) -> dict[str, Cpu]:
     """CPU used between two snapshots, per group present in both."""
     return {k: cpu_of(after[k], before[k]) for k in after if k in before}
+
+
+# CPU groups of a benchmark row: the perf client (this process) and the fleet's roles
+CPU_GROUPS = ("client", "gateway", "storage-node", "other")
+
+
+def fleet_pids(fleet) -> dict[str, list[int]]:
+    """A deploy.fleet.Fleet's Python services by CPU group (ZooKeeper left out), plus this
+    process as "client"."""
+    groups: dict[str, list[int]] = {"client": [os.getpid()], "gateway": [],
+                                    "storage-node": [], "other": []}
+    for name in fleet.names():
+        rec = fleet.process(name)
+        if not rec.pid or rec.role == "zookeeper":
+            continue
+        role = rec.role.replace("_", "-")
+        groups[role if role in groups else "other"].append(rec.pid)
+    return groups

@@ -12,7 +12,12 @@ Every row is a `riverbed-perf` command with the producer's *default* settings (n
 
 Rows (a round runs each once, back to back; with --rounds R the medians are printed):
 - acks=1, RF 1, 3 partitions (the baseline) and acks=all, RF 3, min.insync.replicas 2,
-  3 partitions, idempotent (the default with acks=all): ratio = acks=all ÷ acks=1.
+  3 partitions, idempotent (the default with acks=all): ratio = acks=all ÷ acks=1. Also acks=1
+  at RF 3 (the same replication work, nobody waits for it; its CPU counted until the followers
+  caught up): acks=all ÷ that is what waiting for the followers costs. With its own fleet, each of these rows also gets the CPU seconds per
+  million records of the client, the gateway, the storage nodes and the other services
+  (loadgen.proc_cpu) and the cores busy meanwhile: when both rows keep the cores busy, CPU per
+  record(acks=1 RF 1) ÷ CPU per record(acks=all RF 3) is the most the ratio can be on them.
 - 1 KiB records, acks=1, RF 1, 1 partition: defaults against tuned (batch.size 262144,
   linger.ms 5): ratio = defaults ÷ tuned (MB/s).
 - end-to-end latency through the gateway (`riverbed-perf e2e`, acks=1, RF 1, 1 partition,
@@ -40,6 +45,7 @@ ACKS_RECORDS = 600_000
 LARGE_RECORDS = 150_000
 E2E = ((1_000, 10_000), (50_000, 250_000))     # (records/s, records)
 E2E_SETTLE_S = 2.0
+REPLICATED_TIMEOUT_S = 120.0
 TUNED = ["--batch-size", "262144", "--linger-ms", "5"]
 
 
@@ -65,7 +71,9 @@ def _delete(bootstrap: str, topic: str) -> None:
 
 
 def _produce(bootstrap: str, *, records: int, size: int, acks: str, rf: int, partitions: int,
-             extra: list[str] = (), topic_configs: list[str] = ()) -> dict:
+             extra: list[str] = (), topic_configs: list[str] = (), after=None) -> dict:
+    """One `riverbed-perf produce --bulk` row; `after(topic, partitions)` runs before the topic
+    is deleted."""
     topic = f"rb-{acks}-rf{rf}-{size}-{uuid.uuid4().hex[:6]}"
     argv = ["produce", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records",
             str(records), "--record-size", str(size), "--bulk", "--acks", acks,
@@ -75,6 +83,8 @@ def _produce(bootstrap: str, *, records: int, size: int, acks: str, rf: int, par
         argv += ["--topic-config", kv]
     try:
         s = _perf(argv)
+        if after is not None:
+            after(topic, partitions)
     finally:
         _delete(bootstrap, topic)
     return {"records_per_sec": s.records_per_sec, "mb_per_sec": s.mb_per_sec,
@@ -94,15 +104,59 @@ def _e2e(bootstrap: str, rate: int, records: int) -> dict:
     return {"records_per_sec": s.records_per_sec, "latency_ms": dict(s.latency_ms)}
 
 
-def one_round(bootstrap: str, only: set[str], scale: float) -> dict:
+def _replicated(bootstrap: str, records: int):
+    """An `after` for _produce: wait until the high watermarks (the followers' copies, with
+    acks=1 still arriving after the last acknowledgement) reach `records`."""
+    def wait(topic: str, partitions: int) -> None:
+        from riverbed import Consumer, TopicPartition
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        deadline = time.monotonic() + REPLICATED_TIMEOUT_S
+        with contextlib.closing(Consumer(bootstrap=bootstrap)) as c:
+            while sum(c.end_offsets(tps).values()) < records:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{topic}: followers did not catch up within "
+                                       f"{REPLICATED_TIMEOUT_S} s")
+                time.sleep(0.05)
+    return wait
+
+
+def _with_cpu(pids: dict[str, list[int]] | None, records: int, row):
+    """Run `row()` (a _produce); with `pids`, add its CPU seconds per million records by group
+    and the cores busy on average (bench._cpu_row's measure, per record instead of per GB),
+    both up to the end of `row()` (for acks=1 at RF 3: until the followers caught up)."""
+    if not pids:
+        return row()
+    from loadgen import proc_cpu
+    before, t0 = proc_cpu.snapshot(pids), time.perf_counter()
+    out = row()
+    seconds = time.perf_counter() - t0
+    used = proc_cpu.delta(before, proc_cpu.snapshot(pids))
+    out["cpu_s_per_m"] = {g: c.total / records * 1e6 for g, c in used.items()}
+    out["cores"] = sum(c.total for c in used.values()) / seconds if seconds > 0 else 0.0
+    return out
+
+
+def one_round(bootstrap: str, only: set[str], scale: float,
+              pids: dict[str, list[int]] | None = None) -> dict:
     out: dict = {}
     n = max(10_000, int(ACKS_RECORDS * scale))
     if "acks" in only:
-        out["acks1_rf1"] = _produce(bootstrap, records=n, size=100, acks="1", rf=1, partitions=3)
-        out["acksall_rf3"] = _produce(bootstrap, records=n, size=100, acks="all", rf=3,
-                                      partitions=3, topic_configs=["min.insync.replicas=2"])
+        out["acks1_rf1"] = _with_cpu(pids, n, lambda: _produce(
+            bootstrap, records=n, size=100, acks="1", rf=1, partitions=3))
+        out["acks1_rf3"] = _with_cpu(pids, n, lambda: _produce(
+            bootstrap, records=n, size=100, acks="1", rf=3, partitions=3,
+            topic_configs=["min.insync.replicas=2"], after=_replicated(bootstrap, n)))
+        out["acksall_rf3"] = _with_cpu(pids, n, lambda: _produce(
+            bootstrap, records=n, size=100, acks="all", rf=3, partitions=3,
+            topic_configs=["min.insync.replicas=2"]))
         out["acks_ratio"] = out["acksall_rf3"]["records_per_sec"] / \
             out["acks1_rf1"]["records_per_sec"]
+        out["wait_ratio"] = out["acksall_rf3"]["records_per_sec"] / \
+            out["acks1_rf3"]["records_per_sec"]
+        cpu1, cpuall = (sum(out[k].get("cpu_s_per_m", {}).values())
+                        for k in ("acks1_rf1", "acksall_rf3"))
+        if cpu1 and cpuall:
+            out["cpu_ratio"] = cpu1 / cpuall
     if "large" in only:
         n = max(5_000, int(LARGE_RECORDS * scale))
         out["large_default"] = _produce(bootstrap, records=n, size=1024, acks="1", rf=1,
@@ -136,6 +190,19 @@ def format_report(rounds: list[dict]) -> str:
         lines.append(f"  acks=1   RF1 3p 100 B bulk:               {m('acks1_rf1', 'records_per_sec'):>11,.0f} records/s (baseline)")
         lines.append(f"  acks=all RF3 min.insync 2 3p idempotent:  {m('acksall_rf3', 'records_per_sec'):>11,.0f} records/s  "
                      f"ratio {m('acks_ratio'):.2f}  (p99 {m('acksall_rf3', 'latency_ms', 'p99'):.1f} ms)")
+        if m("wait_ratio") is not None:
+            lines.append(f"  acks=1   RF3 min.insync 2 3p:              {m('acks1_rf3', 'records_per_sec'):>11,.0f} records/s  "
+                         f"acks=all ÷ this {m('wait_ratio'):.2f} (the cost of waiting for followers)")
+        if m("cpu_ratio") is not None:
+            for key, label in (("acks1_rf1", "acks=1 RF1"), ("acks1_rf3", "acks=1 RF3"),
+                               ("acksall_rf3", "acks=all RF3")):
+                groups = ", ".join(f"{g} {m(key, 'cpu_s_per_m', g):.2f}" for g in
+                                   (rounds[0].get(key, {}).get("cpu_s_per_m") or {}))
+                lines.append(f"    CPU s per M records, {label:<12}: "
+                             f"{sum(m(key, 'cpu_s_per_m', g) for g in (rounds[0][key].get('cpu_s_per_m') or {})):.2f} "
+                             f"({groups}); {m(key, 'cores'):.2f} cores busy")
+            lines.append(f"  CPU per record acks=1 RF1 ÷ acks=all RF3:  {m('cpu_ratio'):.2f} "
+                         f"(the most the ratio can be where both rows keep the cores busy)")
     if m("large_ratio") is not None:
         lines.append(f"  1 KiB acks=1 RF1 1p, tuned (batch 256 KiB): {m('large_tuned', 'mb_per_sec'):>8.1f} MB/s (baseline)")
         lines.append(f"  1 KiB acks=1 RF1 1p, defaults:              {m('large_default', 'mb_per_sec'):>8.1f} MB/s  "
@@ -152,8 +219,9 @@ def format_report(rounds: list[dict]) -> str:
 
 @contextlib.contextmanager
 def _fleet(bootstrap: str | None):
+    """(gateway endpoint, the fleet's pids by CPU group or None for a fleet not started here)."""
     if bootstrap:
-        yield bootstrap
+        yield bootstrap, None
         return
     from deploy.fleet import Fleet, free_base_port
     d = tempfile.mkdtemp(prefix="riverbed-repl-bench-")
@@ -162,7 +230,8 @@ def _fleet(bootstrap: str | None):
           f"port {base}", file=sys.stderr, flush=True)
     with Fleet(d, base, storage_nodes=3, controllers=1, gateways=1) as fleet:
         fleet.up(detach=True)
-        yield fleet.gateway_endpoint
+        from loadgen.proc_cpu import fleet_pids
+        yield fleet.gateway_endpoint, fleet_pids(fleet)
     shutil.rmtree(d, ignore_errors=True)
 
 
@@ -177,9 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     rounds = []
-    with _fleet(args.bootstrap_server) as bootstrap:
+    with _fleet(args.bootstrap_server) as (bootstrap, pids):
         for i in range(args.rounds):
-            r = one_round(bootstrap, only, args.scale)
+            r = one_round(bootstrap, only, args.scale, pids)
             rounds.append(r)
             print(f"round {i + 1}: " + json.dumps({k: v for k, v in r.items()
                                                    if k.endswith("ratio")}), file=sys.stderr,

@@ -29,3 +29,26 @@ def test_report_leaves_out_rows_not_run():
     only_acks = {k: v for k, v in r.items() if k.startswith("acks")}
     text = format_report([only_acks])
     assert "acks=all" in text and "1 KiB" not in text and "e2e" not in text
+
+
+def test_report_prints_the_wait_ratio_and_the_cpu_bound():
+    r = _round(1000, 400, 10, 20, 3.0)
+    cpu = lambda client, nodes: {"client": client, "gateway": 1.0, "storage-node": nodes,  # noqa: E731
+                                 "other": 0.0}
+    r["acks1_rf1"].update(cpu_s_per_m=cpu(1.0, 1.0), cores=2.0)
+    r["acks1_rf3"] = {"records_per_sec": 500, "cpu_s_per_m": cpu(1.0, 3.0), "cores": 2.0}
+    r["acksall_rf3"].update(cpu_s_per_m=cpu(1.0, 3.0), cores=1.9)
+    r["wait_ratio"] = 400 / 500
+    r["cpu_ratio"] = 3.0 / 5.0
+    text = format_report([r])
+    assert "acks=all ÷ this 0.80" in text
+    assert "acks=1 RF3" in text and "storage-node 3.00" in text and "1.90 cores busy" in text
+    assert "acks=1 RF1 ÷ acks=all RF3:  0.60" in text
+
+
+def test_report_without_cpu_figures_leaves_them_out():
+    r = _round(1000, 400, 10, 20, 3.0)
+    r["acks1_rf3"] = {"records_per_sec": 500}
+    r["wait_ratio"] = 0.8
+    text = format_report([r])
+    assert "acks=all ÷ this 0.80" in text and "CPU" not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from loadgen import bench, curve_ceiling
+from loadgen import proc_cpu
 from loadgen.proc_cpu import Cpu, Sample, cpu_of, delta, is_io_thread, parse_stat
 
 
@@ -54,7 +55,7 @@ def test_cpu_bound_ratio_adds_the_hops_cost_to_none():
 
 def _row(rps: float, io: float, other: float) -> dict:
     per = {g: {"io": io / 4, "other": other / 4, "io_busiest": io / 4}
-           for g in bench.CPU_GROUPS}
+           for g in proc_cpu.CPU_GROUPS}
     return {"records_per_sec": rps, "mb_per_sec": rps / 1e4, "records": 1000,
             "latency_ms": {}, "cpu_s_per_gb": per, "cores": 1.0}
 
