@@ -218,7 +218,7 @@ def format_report(rounds: list[dict]) -> str:
 
 
 @contextlib.contextmanager
-def _fleet(bootstrap: str | None):
+def _fleet(bootstrap: str | None, security_protocol: str = "CURVE"):
     """(gateway endpoint, the fleet's pids by CPU group or None for a fleet not started here)."""
     if bootstrap:
         yield bootstrap, None
@@ -228,7 +228,8 @@ def _fleet(bootstrap: str | None):
     base = free_base_port()
     print(f"starting a fleet (3 storage nodes, 1 controller, 1 gateway) under {d}, base "
           f"port {base}", file=sys.stderr, flush=True)
-    with Fleet(d, base, storage_nodes=3, controllers=1, gateways=1) as fleet:
+    with Fleet(d, base, storage_nodes=3, controllers=1, gateways=1,
+               security_protocol=security_protocol) as fleet:
         fleet.up(detach=True)
         from loadgen.proc_cpu import fleet_pids
         yield fleet.gateway_endpoint, fleet_pids(fleet)

@@ -1,0 +1,247 @@
+"""Where a record's latency goes, hop by hop: round trips at a fixed rate, each row measured in
+the same run against the same fleet (issue 15's "find what sits in the tail")
+
+    .venv/bin/python -m loadgen.hops                      # starts its own fleet (NONE)
+    .venv/bin/python -m loadgen.hops --security-protocol CURVE --rate 1000 --count 3000
+    ... [--bootstrap-server tcp://HOST:PORT]              # a running fleet instead
+
+Rows, from the floor up (one request at a time, `--rate` requests/s, `--count` each, `--rounds`
+times in turn; exact percentiles in ms):
+- zmq echo: a DEALER here to a ROUTER in another Python process that sends every message
+  straight back; libzmq on both ends and no Riverbed code: one process hop's floor here.
+- METADATA @gateway: the gateway answers from its cache (a request through its RpcServer and
+  handler, nothing forwarded).
+- PRODUCE @leader: acks=1, one 100 B record, straight to the partition's leader (the storage
+  node's request path and append).
+- PRODUCE via gateway: the same through the gateway (its forward: the two rows above chained).
+- SDK send().get(): riverbed.Producer (acks=1), one record, waiting for its acknowledgement
+  (the SDK's accumulator, sender thread and future on top of the row above).
+- e2e: `riverbed-perf e2e` at the same rate (the SDK producer here, the consumer in another
+  process; acks=1, RF 1, 1 partition): the send-to-receipt latency the issue's aims are about.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing as mp
+import os
+import sys
+import time
+import uuid
+
+ROWS = ("zmq echo", "METADATA @gateway", "PRODUCE @leader", "PRODUCE via gateway",
+        "SDK send().get()", "e2e")
+PERCENTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
+RECORD = b"x" * 100
+# What each row adds to: the row it is built on (the "+" columns of the report)
+BUILT_ON = {"METADATA @gateway": "zmq echo", "PRODUCE @leader": "zmq echo",
+            "PRODUCE via gateway": "PRODUCE @leader", "SDK send().get()": "PRODUCE via gateway"}
+
+
+def percentiles(latencies_ms: list[float]) -> dict[str, float]:
+    """Exact percentiles (nearest rank) and the max of a list of latencies."""
+    if not latencies_ms:
+        return {}
+    xs = sorted(latencies_ms)
+    n = len(xs)
+    out = {name: xs[min(n - 1, max(0, int(q * n + 0.999999) - 1))] for name, q in PERCENTILES}
+    out["max"] = xs[-1]
+    return out
+
+
+def paced(fn, rate: float, count: int) -> list[float]:
+    """Call fn() `count` times, one every 1/rate s (no catching up after a slow call: a
+    stalled call delays the next start, it does not bunch them), each timed in ms."""
+    period = 1.0 / rate
+    out = []
+    nxt = time.perf_counter()
+    for _ in range(count):
+        nxt = max(nxt + period, time.perf_counter())
+        delay = nxt - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000.0)
+    return out
+
+
+def _echo_server(q) -> None:
+    import zmq
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind("tcp://127.0.0.1:*")
+    q.put(sock.getsockopt_string(zmq.LAST_ENDPOINT))
+    while True:
+        frames = sock.recv_multipart(copy=False)
+        if len(frames) == 2 and frames[1].bytes == b"stop":
+            break
+        sock.send_multipart(frames, copy=False)
+    sock.close(0)
+    ctx.term()
+
+
+@contextlib.contextmanager
+def echo_server():
+    """A ROUTER echo in another process; yields its endpoint."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_echo_server, args=(q,), name="riverbed-hops-echo", daemon=True)
+    proc.start()
+    try:
+        yield q.get(timeout=30)
+    finally:
+        proc.terminate()
+        proc.join(5)
+
+
+def _echo_row(endpoint: str):
+    import zmq
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+
+    def call():
+        sock.send_multipart([b"h" * 40, RECORD])
+        sock.recv_multipart()
+    call()
+    return call, sock.close
+
+
+def _riverbed_rows(bootstrap: str, topic: str):
+    """The Riverbed rows' calls, keyed by ROWS name, and a closer."""
+    from riverbed import Admin, Producer
+    from riverbed._proto.v1 import metadata_pb2, produce_pb2
+    from riverbed.admin import NewTopic
+    from riverbed.records.builder import build_batch
+    from riverbed.wire.apis import ApiKey
+    from riverbed.wire.client import Channel
+
+    with Admin(bootstrap=[bootstrap]) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    gw = Channel(bootstrap, client_id="riverbed-hops")
+    mreq = metadata_pb2.MetadataRequest(topics=[topic])
+    deadline = time.monotonic() + 30
+    while True:
+        md = gw.call(ApiKey.METADATA, mreq).body
+        parts = md.topics[0].partitions if md.topics else []
+        if parts and parts[0].leader >= 0:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic} has no leader after 30 s")
+        time.sleep(0.1)
+    leader = parts[0].leader
+    direct = Channel([b.endpoint for b in md.brokers if b.node_id == leader][0],
+                     client_id="riverbed-hops")
+    preq = produce_pb2.ProduceRequest(acks=1, timeout_ms=30000)
+    preq.topics.add(name=topic).partitions.add(partition=0)
+    batch = build_batch([(int(time.time() * 1000), None, RECORD)])
+    producer = Producer(bootstrap=bootstrap, acks=1)
+    producer.send(topic, RECORD, partition=0).get(30)
+    calls = {
+        "METADATA @gateway": lambda: gw.call(ApiKey.METADATA, mreq),
+        "PRODUCE @leader": lambda: direct.call(ApiKey.PRODUCE, preq, payloads=[batch]),
+        "PRODUCE via gateway": lambda: gw.call(ApiKey.PRODUCE, preq, payloads=[batch]),
+        "SDK send().get()": lambda: producer.send(topic, RECORD, partition=0).get(30),
+    }
+
+    def close():
+        producer.close()
+        gw.close()
+        direct.close()
+    return calls, close
+
+
+def _e2e(bootstrap: str, rate: float, count: int) -> dict[str, float]:
+    from loadgen.repl_bench import _delete, _perf
+    topic = f"rb-hops-e2e-{uuid.uuid4().hex[:6]}"
+    try:
+        s = _perf(["e2e", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records",
+                   str(count), "--throughput", str(int(rate)), "--record-size", "100", "--acks",
+                   "1", "--partition", "0", "--fetch-min-bytes", "1", "--create-topic",
+                   "--partitions", "1", "--replication-factor", "1", "--reporting-interval",
+                   "60000", "--no-progress"])
+    finally:
+        _delete(bootstrap, topic)
+    lat = dict(s.latency_ms)
+    return {"p50": lat["p50"], "p95": lat["p95"], "p99": lat["p99"],
+            "p99.9": lat["p99_9"], "max": lat["max"]}
+
+
+def run(bootstrap: str, rate: float, count: int, rounds: int) -> list[dict[str, dict]]:
+    """Each round: every row once, in ROWS order. Returns [{row: percentiles}] per round."""
+    topic = f"rb-hops-{uuid.uuid4().hex[:6]}"
+    out = []
+    with echo_server() as endpoint:
+        echo, close_echo = _echo_row(endpoint)
+        calls, close = _riverbed_rows(bootstrap, topic)
+        calls = {"zmq echo": echo, **calls}
+        try:
+            for i in range(rounds):
+                r = {}
+                for name in ROWS[:-1]:
+                    r[name] = percentiles(paced(calls[name], rate, count))
+                    print(f"round {i + 1}: {format_row(name, r[name])}", file=sys.stderr,
+                          flush=True)
+                r["e2e"] = _e2e(bootstrap, rate, count)
+                print(f"round {i + 1}: {format_row('e2e', r['e2e'])}", file=sys.stderr,
+                      flush=True)
+                out.append(r)
+        finally:
+            close()
+            close_echo()
+            from loadgen.repl_bench import _delete
+            _delete(bootstrap, topic)
+    return out
+
+
+def format_row(name: str, p: dict[str, float]) -> str:
+    cols = "  ".join(f"{k} {p[k]:7.3f}" for k in ("p50", "p95", "p99", "p99.9", "max") if k in p)
+    return f"{name:<20} {cols}"
+
+
+def format_report(rounds: list[dict[str, dict]], rate: float, count: int) -> str:
+    """Median over rounds of each percentile, per row, and what each row adds at p50 and p99
+    to the row it is built on (BUILT_ON)."""
+    import statistics
+    lines = [f"round trips at {rate:,.0f}/s, {count:,} per row, medians of {len(rounds)} "
+             f"round(s), ms (e2e: send to receipt)"]
+    meds: dict[str, dict[str, float]] = {}
+    for name in ROWS:
+        ps = [r[name] for r in rounds if name in r]
+        if not ps:
+            continue
+        med = meds[name] = {k: statistics.median(p[k] for p in ps) for k in ps[0]}
+        base = meds.get(BUILT_ON.get(name, ""))
+        extra = ""
+        if base is not None:
+            extra = (f"   +p50 {med['p50'] - base['p50']:6.3f}  +p99 {med['p99'] - base['p99']:6.3f}"
+                     f"  (over {BUILT_ON[name]})")
+        lines.append(format_row(name, med) + extra)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadgen.hops",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-server", help="a running fleet's gateway (default: start one)")
+    parser.add_argument("--security-protocol", choices=("NONE", "CURVE"), default="NONE",
+                        help="of the fleet started here (default NONE: the hops themselves)")
+    parser.add_argument("--rate", type=float, default=1000.0, help="requests per second")
+    parser.add_argument("--count", type=int, default=3000, help="requests per row and round")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.rate <= 0 or args.count <= 0 or args.rounds <= 0:
+        parser.error("--rate, --count and --rounds must be positive")
+    from loadgen.repl_bench import _fleet
+    print(f"load average {os.getloadavg()[0]:.2f} at the start", file=sys.stderr, flush=True)
+    with _fleet(args.bootstrap_server, security_protocol=args.security_protocol) as (bootstrap, _):
+        rounds = run(bootstrap, args.rate, args.count, args.rounds)
+    print(format_report(rounds, args.rate, args.count))
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
