@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from deploy.process import (LaunchError, free_port_block, is_alive, is_ours, port_accepts, send_signal, spawn,
-                            stop_all, wait_for)
+                            stop_all, tail, wait_for)
 from deploy.fleet_security import CLIENT_GRANTS, CLIENT_KEY_NAME, ClientEnv, FleetSecurity
 from deploy.prometheus import scrape_config, target_of
 from deploy.zookeeper import ZooKeeperServer, ruok
@@ -509,11 +509,21 @@ class Fleet:
                     self._spawn(rec)
                 for rec in group:
                     self.wait_up(rec.name)
+            self._check_still_alive()
         except BaseException:
             self.down()
             raise
         if not detach:
             self.run(on_status=on_status)
+
+    def _check_still_alive(self) -> None:
+        """A process that answered on its port and died while later ones started (e.g. another
+        of its ports was taken) fails up() too, with its log's tail, rather than leaving a
+        fleet with a hole in it."""
+        for rec in self._records.values():
+            if rec.pid and not self._alive(rec):
+                raise LaunchError(f"{rec.name} ({rec.role}, pid {rec.pid}) exited after it was "
+                                  f"ready; last lines of {rec.log}:\n" + tail(pathlib.Path(rec.log)))
 
     def _ensure_chroot(self) -> None:
         from services.common import zk as zkmod  # deploy may use services; the SDK may not

@@ -195,6 +195,31 @@ def test_failed_start_shows_the_log_and_stops_what_started(tmp_path):
     assert not processes_mentioning(str(tmp_path))
 
 
+def test_a_service_dying_after_it_was_ready_fails_up(tmp_path):
+    """A storage node answers on its port once and exits (as one whose second port was taken
+    by then would): up() notices once the later roles are up, and stops the rest."""
+    short_lived = tmp_path / "short_lived.py"
+    short_lived.write_text(
+        "import socket, sys\n"
+        "props = dict(l.split('=', 1) for l in open(sys.argv[sys.argv.index('--config') + 1])"
+        ".read().splitlines() if '=' in l and not l.startswith('#'))\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind((props['host.name'].strip(), int(props['port']))); s.listen(1)\n"
+        "s.accept()[0].close()\n"
+        "print('bye: my other port was taken', file=sys.stderr)\n"
+        "sys.exit(4)\n")
+    fleet = Fleet(tmp_path / "fleet", free_base_port(), storage_nodes=1, controllers=1,
+                  role_modules={**FAKES, "storage_node": str(short_lived)})
+    try:
+        with pytest.raises(LaunchError, match="exited after it was ready") as info:
+            fleet.up()
+    finally:
+        fleet.down()          # (up() stops what it started when it raises; this is for when not)
+    assert "storage-1" in str(info.value) and "bye: my other port was taken" in str(info.value)
+    assert not fleet.running()
+    assert not processes_mentioning(str(tmp_path))
+
+
 def test_port_in_use_is_refused_before_starting(tmp_path):
     import socket
     base = free_base_port()
