@@ -16,6 +16,7 @@ Set RIVERBED_DEPLOY_PERF=1 to also run riverbed-perf through the deployed gatewa
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -343,30 +344,42 @@ def _restart_windows(bed) -> list[tuple[float, str]]:
     return sorted(out)
 
 
-def test_rolling_restart_under_an_idempotent_producer_loses_nothing(bed):
+@contextlib.contextmanager
+def _verifying_producer(bed, name: str):
+    """The acks=all idempotent verifying producer (CLIENT verify) on TOPIC while the block runs:
+    started and ready on entry; on a normal exit told to stop and read back, and its report
+    (acked, lost, duplicates, out of order, ack times) put into the dict the block got. Killed
+    when the block fails. Files under the inventory's directory, named after `name`."""
     work = State.inventory.parent
-    stop, ready, result = work / "rr.stop", work / "rr.ready", work / "rr.json"
-    since = time.time()
+    stop, ready, result = work / f"{name}.stop", work / f"{name}.ready", work / f"{name}.json"
+    log = work / f"{name}-producer.log"
     proc = bed.client_popen([sys.executable, str(CLIENT), "verify", "--bootstrap", State.bootstrap,
                              "--topic", TOPIC, "--partitions", str(PARTITIONS), "--out", str(result),
-                             "--stop-file", str(stop), "--ready-file", str(ready)], work / "rr-producer.log")
+                             "--stop-file", str(stop), "--ready-file", str(ready)], log)
+    report: dict = {}
     try:
         deadline = time.monotonic() + 120
         while not ready.exists():
-            assert proc.poll() is None, (work / "rr-producer.log").read_text()[-3000:]
+            assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "the verifying producer did not start"
             time.sleep(0.2)
-        rr = bed.ansible("rolling-restart.yml", State.inventory, timeout=1200)
-        State.figures["rolling_restart_s"] = round(rr.elapsed_s, 1)
-        assert all(r["failed"] == 0 for r in rr.recap().values())
+        yield report
         stop.write_text("stop\n")
         proc.wait(timeout=600)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 0, (work / "rr-producer.log").read_text()[-3000:]
-    report = json.loads(result.read_text())
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    report.update(json.loads(result.read_text()))
+
+
+def test_rolling_restart_under_an_idempotent_producer_loses_nothing(bed):
+    since = time.time()
+    with _verifying_producer(bed, "rr") as report:
+        rr = bed.ansible("rolling-restart.yml", State.inventory, timeout=1200)
+        State.figures["rolling_restart_s"] = round(rr.elapsed_s, 1)
+        assert all(r["failed"] == 0 for r in rr.recap().values())
     # Unavailability per host: the longest gap between two acknowledgements while that host was
     # the one being restarted (from its first 'stopping' until the next host's).
     windows = [(t, h) for t, h in _restart_windows(bed) if t >= since]
@@ -393,49 +406,34 @@ def test_rotate_keys_under_an_idempotent_producer_loses_nothing(bed):
     read-back uses the new key file); after `finish` a client with the old key is refused."""
     work = State.inventory.parent
     keys = work.parent / "keys"
-    stop, ready, result = work / "rot.stop", work / "rot.ready", work / "rot.json"
     old_secret = work / "old-client.key_secret"
     shutil.copy2(keys / "private" / "client.key_secret", old_secret)
     old_operator = (keys / "private" / "operator.key_secret").read_text()
-    proc = bed.client_popen([sys.executable, str(CLIENT), "verify", "--bootstrap", State.bootstrap,
-                             "--topic", TOPIC, "--partitions", str(PARTITIONS), "--out", str(result),
-                             "--stop-file", str(stop), "--ready-file", str(ready)], work / "rot-producer.log")
     try:
-        deadline = time.monotonic() + 120
-        while not ready.exists():
-            assert proc.poll() is None, (work / "rot-producer.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the verifying producer did not start"
-            time.sleep(0.2)
-        begin = bed.ansible("rotate-keys.yml", State.inventory, "-e", "riverbed_rotate_phase=begin", timeout=900)
-        State.figures["rotate_keys_begin_s"] = round(begin.elapsed_s, 1)
-        new_secret = keys / "private" / "client.key_secret"
-        assert new_secret.read_text() != old_secret.read_text()
-        for h in bed.hosts:        # both admitted everywhere; the hosts' tools on the new key
-            certs = bed_ssh(h, "ls /etc/riverbed/keys/certificates").split()
-            assert {"client.key", "client.retiring.key", "operator.key", "operator.retiring.key"} <= set(certs), certs
-            assert bed_ssh(h, "cat /etc/riverbed/keys/private/operator.key_secret") == \
-                (keys / "private" / "operator.key_secret").read_text() != old_operator
-        for key in (old_secret, new_secret):
-            r = _probe(str(key))
-            assert r["outcome"]["metadata"] == "answered", (key, r)
-        finish = bed.ansible("rotate-keys.yml", State.inventory, "-e", "riverbed_rotate_phase=finish", timeout=900)
-        State.figures["rotate_keys_finish_s"] = round(finish.elapsed_s, 1)
-        for h in bed.hosts:
-            certs = bed_ssh(h, "ls /etc/riverbed/keys/certificates").split()
-            assert not [c for c in certs if "retiring" in c], certs
-            assert "retiring" not in bed_ssh(h, "ls /etc/riverbed/keys/private")
-        refused = _probe(str(old_secret))   # (end offsets move: the verifier is producing)
-        assert refused["outcome"] == {"metadata": "timed_out", "produce": "timed_out"}, refused
-        assert _probe(str(new_secret))["outcome"]["metadata"] == "answered"
-        stop.write_text("stop\n")
-        proc.wait(timeout=600)
+        with _verifying_producer(bed, "rot") as report:
+            begin = bed.ansible("rotate-keys.yml", State.inventory, "-e", "riverbed_rotate_phase=begin", timeout=900)
+            State.figures["rotate_keys_begin_s"] = round(begin.elapsed_s, 1)
+            new_secret = keys / "private" / "client.key_secret"
+            assert new_secret.read_text() != old_secret.read_text()
+            for h in bed.hosts:        # both admitted everywhere; the hosts' tools on the new key
+                certs = bed_ssh(h, "ls /etc/riverbed/keys/certificates").split()
+                assert {"client.key", "client.retiring.key", "operator.key", "operator.retiring.key"} <= set(certs), certs
+                assert bed_ssh(h, "cat /etc/riverbed/keys/private/operator.key_secret") == \
+                    (keys / "private" / "operator.key_secret").read_text() != old_operator
+            for key in (old_secret, new_secret):
+                r = _probe(str(key))
+                assert r["outcome"]["metadata"] == "answered", (key, r)
+            finish = bed.ansible("rotate-keys.yml", State.inventory, "-e", "riverbed_rotate_phase=finish", timeout=900)
+            State.figures["rotate_keys_finish_s"] = round(finish.elapsed_s, 1)
+            for h in bed.hosts:
+                certs = bed_ssh(h, "ls /etc/riverbed/keys/certificates").split()
+                assert not [c for c in certs if "retiring" in c], certs
+                assert "retiring" not in bed_ssh(h, "ls /etc/riverbed/keys/private")
+            refused = _probe(str(old_secret))   # (end offsets move: the verifier is producing)
+            assert refused["outcome"] == {"metadata": "timed_out", "produce": "timed_out"}, refused
+            assert _probe(str(new_secret))["outcome"]["metadata"] == "answered"
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
         old_secret.unlink(missing_ok=True)
-    assert proc.returncode == 0, (work / "rot-producer.log").read_text()[-3000:]
-    report = json.loads(result.read_text())
     State.figures["rotate_keys_records"] = {k: report[k] for k in ("acked", "read", "lost", "duplicates", "out_of_order")}
     assert report["ok"], report["describe"]
     assert report["lost"] == 0 and report["out_of_order"] == 0 and report["duplicates"] == 0, report["describe"]
