@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -376,14 +377,24 @@ def measure_clients(fleet, cfg, topic: str) -> dict[str, Any]:
 
 def run(args, out: dict[str, Any] | None = None) -> dict[str, Any]:
     """Measure into `out` (filled section by section, so a failure keeps what was measured)."""
-    from deploy.fleet import Fleet, free_base_port
-    from riverbed import Admin
-    from services.common import zk as zkmod
     cfg = dict(QUICK if args.quick else FULL)
     if args.records:
         cfg["records"] = args.records
-    gateways_n = max(cfg["gateways"])
     root = args.data_dir or tempfile.mkdtemp(prefix="scale-bench-")
+    try:
+        return _run_in(args, cfg, root, out)
+    finally:
+        if not args.data_dir:
+            # A 1,000-partition fleet leaves gigabytes (logs, indexes, ZooKeeper's logs): a
+            # temporary one goes with the run, or a few runs fill the disk under everything else.
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_in(args, cfg: dict, root: str, out: dict[str, Any] | None) -> dict[str, Any]:
+    from deploy.fleet import Fleet, free_base_port
+    from riverbed import Admin
+    from services.common import zk as zkmod
+    gateways_n = max(cfg["gateways"])
     work = os.path.join(root, "work")
     os.makedirs(work, exist_ok=True)
     out = {} if out is None else out
@@ -391,7 +402,8 @@ def run(args, out: dict[str, Any] | None = None) -> dict[str, Any]:
         "fleet": f"ZooKeeper, 2 controllers, 3 storage nodes, {gateways_n} gateways on 127.0.0.1",
         "cpus": len(os.sched_getaffinity(0)), "quick": args.quick, "record_bytes": RECORD_BYTES,
         "records_per_point": cfg["records"], "producer": "riverbed-perf produce --bulk --acks all "
-        "(SDK defaults otherwise)", "open_files_limit": _nofile(), "data_dir": root,
+        "(SDK defaults otherwise)", "open_files_limit": _nofile(),
+        "data_dir": root if args.data_dir else f"{root} (removed after the run)",
         "controller_config": list(args.controller_config)}
     overrides = {"controller": {"auto.leader.rebalance.enable": "false",
                                 **dict(kv.split("=", 1) for kv in args.controller_config)}}
@@ -581,7 +593,8 @@ def parse_args(argv):
                          "controller.fast.takeover.enable=false: the controller failover then "
                          "waits for ZooKeeper to expire the killed controller's session, as it "
                          "must for a paused or unreachable one")
-    ap.add_argument("--data-dir", help="fleet directory (default: a temporary one)")
+    ap.add_argument("--data-dir", help="fleet directory, kept after the run (default: a "
+                    "temporary one, removed at the end)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("--plot", metavar="FILE.png", help="also draw the curves (matplotlib)")
     return ap.parse_args(argv)
