@@ -38,6 +38,8 @@ __all__ = ["Telemetry", "Observations", "otlp_configured", "setup_tracing"]
 
 Observations = Callable[[], Iterable[tuple[float, dict[str, Any]]]]
 
+# Seconds a stop waits for the metrics endpoint's serve loop to end (Telemetry.shutdown).
+SHUTDOWN_WAIT_S = 2.0
 _OTLP_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 _OTLP_TRACE_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
@@ -185,9 +187,19 @@ class Telemetry:
 
     def shutdown(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+            server, self._server = self._server, None
+            # BaseServer.shutdown() waits for serve_forever to end, forever: a scrape still
+            # being answered, or a server thread that never got to serve_forever, held a
+            # stopping service here until it was killed. Wait a bounded time instead; the
+            # server thread is a daemon.
+            stopper = threading.Thread(target=server.shutdown, daemon=True,
+                                       name="metrics-endpoint-shutdown")
+            stopper.start()
+            stopper.join(SHUTDOWN_WAIT_S)
+            if stopper.is_alive():
+                log.warning("[%s-%s] metrics endpoint did not stop within %.0f s; closing it",
+                            self.service, self.instance, SHUTDOWN_WAIT_S)
+            server.server_close()
         if self._gc is not None:
             try:
                 gc.callbacks.remove(self._gc)
