@@ -5,6 +5,7 @@ the same run (`make bench` runs it after the matrix; by hand:)
     .venv/bin/python -m loadgen.repl_bench --rounds 3 --json out.json
     ... [--bootstrap-server tcp://HOST:PORT]                  # a running fleet instead
     ... [--only acks,large,e2e]                               # a subset of the rows
+    ... [--security-protocol NONE]                            # an unencrypted fleet (default CURVE)
 
 Every row is a `riverbed-perf` command with the producer's *default* settings (no --batch-size,
 --linger-ms or --max-in-flight) unless the row says "tuned"; 100 B records unless it says 1 KiB;
@@ -244,10 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply records per row")
     parser.add_argument("--only", default="acks,large,e2e")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument("--security-protocol", choices=("CURVE", "NONE"), default="CURVE",
+                        help="of the fleet started here (default CURVE, the fleet's default)")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     rounds = []
-    with _fleet(args.bootstrap_server) as (bootstrap, pids):
+    with _fleet(args.bootstrap_server, args.security_protocol) as (bootstrap, pids):
         for i in range(args.rounds):
             r = one_round(bootstrap, only, args.scale, pids)
             rounds.append(r)
