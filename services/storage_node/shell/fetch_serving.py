@@ -13,6 +13,7 @@ from riverbed.wire.framing import Request
 
 from services.common.rpc import Reply, remote_wait
 from services.storage_node.core import divergence
+from services.storage_node.core.fetch_session import FINAL_EPOCH, ContextKind, FetchContext
 from services.storage_node.core.purgatory import FetchDecision, decide_fetch
 from services.storage_node.core.replica_state import NONE, Role
 from services.storage_node.shell import log_access
@@ -32,9 +33,15 @@ class FetchServing:
 
     async def handle_fetch(self, req: Request) -> Reply:
         body: fetch_pb2.FetchRequest = req.body
-        entries = [(t.name, p) for t in body.topics for p in t.partitions]
         replica_id = body.replica_id
         is_follower = replica_id >= 0
+        ctx = self._fetch_context(body)
+        if ctx.kind is ContextKind.ERROR:
+            return Reply(fetch_pb2.FetchResponse(error_code=ctx.error_code,
+                                                 error_message=ctx.error_message))
+        # Every partition of the session, named in this request or not: each counts as fetched
+        # at its cached state (ISR) and each wakes the long poll.
+        entries = ctx.entries
         prechecked: dict[int, dict] = {}
         if is_follower:
             prechecked = self._follower_fetch_precheck(replica_id, entries)
@@ -48,7 +55,7 @@ class FetchServing:
                                         now_ms=now_ms(), deadline_ms=deadline,
                                         any_error=any_error)
                 if decision is FetchDecision.RESPOND or self.fetch_waiters.full() and wid is None:
-                    return self._fetch_reply(body, parts)
+                    return self._fetch_reply(body, ctx, parts)
                 if wid is None:
                     wid = next(self._ids)
                     self.fetch_waiters.add(wid, [(t, p.partition) for t, p in entries], deadline)
@@ -61,6 +68,25 @@ class FetchServing:
             if wid is not None:
                 self.fetch_waiters.remove(wid)
                 self._fetch_futs.pop(wid, None)
+
+    def _fetch_context(self, body) -> FetchContext:
+        """What this FETCH is (core.fetch_session): sessionless (consumers, peers that predate
+        sessions: session_epoch unset or -1), a full fetch opening a session (followers), an
+        incremental one, or a session error. Only followers' fetches open sessions."""
+        epoch = body.session_epoch if body.HasField("session_epoch") else FINAL_EPOCH
+        named = [(t.name, p) for t in body.topics for p in t.partitions]
+        if epoch == FINAL_EPOCH and body.session_id == 0:
+            return FetchContext(ContextKind.SESSIONLESS, named)
+        forgotten = [(t.name, p) for t in body.forgotten_topics_data for p in t.partitions]
+        ctx = self.fetch_sessions.new_context(body.replica_id, body.session_id, epoch, named,
+                                              forgotten, now_ms(),
+                                              may_create=body.replica_id >= 0)
+        if ctx.kind is ContextKind.FULL:
+            log.info("[node %d] fetch session %d opened for replica %d (%d partitions%s)",
+                     self.cfg.broker_id, ctx.session_id, body.replica_id,
+                     len(ctx.session.partitions),
+                     f"; closed session {body.session_id}" if body.session_id else "")
+        return ctx
 
     def _follower_fetch_precheck(self, replica_id: int, entries) -> dict[int, dict]:
         """A follower's FETCH, checked once on arrival (Kafka Partition.fetchRecords): its view
@@ -166,20 +192,50 @@ class FetchServing:
             out.append((fields, data))
         return out, any_error
 
-    def _fetch_reply(self, body, parts) -> Reply:
-        resp = fetch_pb2.FetchResponse()
+    def _fetch_reply(self, body, ctx: FetchContext, parts) -> Reply:
+        """The answer: every partition of a full fetch, in request order; for an incremental
+        one only those the session must hear about (FetchContext.include), in session order,
+        grouped by topic."""
+        resp = fetch_pb2.FetchResponse(session_id=ctx.session_id)
         payloads = []
-        i = 0
         out = self.replication_bytes_out if body.replica_id >= 0 else self.topic_counters.bytes_out
-        for t in body.topics:
-            rt = resp.topics.add(name=t.name)
-            n = 0
-            for _ in t.partitions:
-                fields, data = parts[i]
-                i += 1
-                rt.partitions.add(**fields)
-                payloads.append(data)
-                n += len(data)
-            if n:
-                out[t.name] = out.get(t.name, 0) + n
+        if ctx.kind is not ContextKind.INCREMENTAL:
+            i = 0
+            for t in body.topics:
+                rt = resp.topics.add(name=t.name)
+                n = 0
+                for _ in t.partitions:
+                    fields, data = parts[i]
+                    i += 1
+                    if ctx.session is not None:     # a new session: record what it was told
+                        _include(ctx, t.name, fields, data)
+                    rt.partitions.add(**fields)
+                    payloads.append(data)
+                    n += len(data)
+                if n:
+                    out[t.name] = out.get(t.name, 0) + n
+            return Reply(resp, payloads)
+        rt = None
+        n = 0
+        for (topic, _), (fields, data) in zip(ctx.entries, parts):
+            if not _include(ctx, topic, fields, data):
+                continue
+            if rt is None or rt.name != topic:
+                if n:
+                    out[rt.name] = out.get(rt.name, 0) + n
+                rt = resp.topics.add(name=topic)
+                n = 0
+            rt.partitions.add(**fields)
+            payloads.append(data)
+            n += len(data)
+        if n:
+            out[rt.name] = out.get(rt.name, 0) + n
         return Reply(resp, payloads)
+
+
+def _include(ctx: FetchContext, topic: str, fields: dict, data) -> bool:
+    return ctx.include((topic, fields["partition"]), has_data=len(data) > 0,
+                       error_code=fields["error_code"], high_watermark=fields["high_watermark"],
+                       log_start_offset=fields["log_start_offset"],
+                       leader_epoch=fields["leader_epoch"],
+                       diverging=fields["diverging_end_offset"] >= 0)
