@@ -86,9 +86,10 @@ class ReplicaFetcher:
     def _partitions(self):
         core = self.node.core
         out = []
+        leader, n, index = self.leader_id, self.num_fetchers, self.fetcher_index
         for tp, r in core.replicas.items():
-            if r.role is Role.FOLLOWER and r.leader == self.leader_id \
-                    and fetcher_id(tp, self.num_fetchers) == self.fetcher_index:
+            if r.leader == leader and r.role is Role.FOLLOWER \
+                    and (n == 1 or fetcher_id(tp, n) == index):
                 plog = self.node.logs.get(tp)
                 last_epoch = log_access.latest_epoch(plog) if plog is not None else -1
                 out.append((tp, r.leader_epoch, r.log_end_offset, last_epoch))
