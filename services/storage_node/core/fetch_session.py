@@ -253,6 +253,11 @@ class FetchContext:
         if cp.told_leader_epoch != leader_epoch:
             cp.told_leader_epoch = leader_epoch
             must = True
+        if must and self.kind is ContextKind.INCREMENTAL:
+            # Kafka's fairness rule: a partition answered goes to the end of the session, so
+            # under replica.fetch.response.max.bytes the others get their turn first next time.
+            parts = self.session.partitions
+            parts[tp] = parts.pop(tp)
         return must
 
 

@@ -219,6 +219,21 @@ def test_incremental_answer_holds_only_what_changed():
         assert ctx.include(A, **{**kw, "high_watermark": 6, "error_code": NOT_LEADER})
 
 
+def test_partitions_answered_go_to_the_end_of_the_session():
+    cache = FetchSessionCache(10, ids())
+    ctx = cache.new_context(2, 0, 0, named((A, 0), (B, 0), (C, 0)), (), now_ms=0)
+    kw = dict(has_data=False, error_code=NONE, high_watermark=0, log_start_offset=0,
+              leader_epoch=0, diverging=False)
+    for tp in (A, B, C):
+        ctx.include(tp, **kw)
+    assert list(cache.get(100).partitions) == [A, B, C]           # a full fetch: no move
+    ctx = cache.new_context(2, 100, 1, [], (), now_ms=1)
+    assert ctx.include(A, **{**kw, "has_data": True}) and not ctx.include(B, **kw)
+    assert list(cache.get(100).partitions) == [B, C, A]
+    ctx = cache.new_context(2, 100, 2, [], (), now_ms=2)
+    assert [(t, p.partition) for t, p in ctx.entries] == [B, C, A]
+
+
 # ---- a follower driving a session sees what full fetches see ---------------------------------
 
 TPS = [("t", i) for i in range(4)] + [("u", 0)]
