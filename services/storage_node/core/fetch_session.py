@@ -298,12 +298,10 @@ class FetchSessionCache:
         fetch may open a session (followers' fetches do, consumers' do not)."""
         named = list(named)
         if session_epoch == FINAL_EPOCH:
-            if session_id != INVALID_SESSION_ID:
-                self.remove(session_id)
+            self._close(replica_id, session_id)
             return FetchContext(ContextKind.SESSIONLESS, named)
         if session_epoch == INITIAL_EPOCH:
-            if session_id != INVALID_SESSION_ID:
-                self.remove(session_id)
+            self._close(replica_id, session_id)
             session = self._create(replica_id, named, now_ms) if may_create else None
             if session is None:
                 return FetchContext(ContextKind.SESSIONLESS, named)
@@ -330,6 +328,12 @@ class FetchSessionCache:
         self._touch(session, now_ms)
         return FetchContext(ContextKind.INCREMENTAL, [(tp[0], cp) for tp, cp in parts.items()],
                             session)
+
+    def _close(self, replica_id: int, session_id: int) -> None:
+        """A full fetch naming its old session closes it: only the replica's own."""
+        s = self._sessions.get(session_id) if session_id != INVALID_SESSION_ID else None
+        if s is not None and s.replica_id == replica_id:
+            del self._sessions[session_id]
 
     def expire(self, now_ms: int) -> int:
         """Drop the sessions idle for more than eviction_ms (a fetcher that stopped, a follower

@@ -158,6 +158,15 @@ def test_epoch_zero_with_an_id_replaces_the_session_and_minus_one_closes_it():
     assert ctx.kind is ContextKind.SESSIONLESS and ctx.session_id == 0 and len(cache) == 0
 
 
+def test_a_full_fetch_closes_only_its_own_replicas_session():
+    cache = FetchSessionCache(10, ids())
+    cache.new_context(2, 0, INITIAL_EPOCH, named((A, 0)), (), now_ms=0)         # 100, replica 2
+    cache.new_context(3, 100, INITIAL_EPOCH, named((A, 0)), (), now_ms=1)       # replica 3
+    cache.new_context(3, 100, FINAL_EPOCH, named((A, 0)), (), now_ms=2)
+    assert cache.get(100) is not None and cache.new_context(2, 100, 1, [], (),
+                                                            now_ms=3).kind is ContextKind.INCREMENTAL
+
+
 def test_consumers_never_open_sessions():
     cache = FetchSessionCache(10, ids())
     ctx = cache.new_context(-1, 0, INITIAL_EPOCH, named((A, 0)), (), now_ms=0, may_create=False)
