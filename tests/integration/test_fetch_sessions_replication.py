@@ -108,6 +108,11 @@ def fetch_counts(node: Node) -> tuple[float, float, float, float]:
             pick("riverbed_server_replica_fetch_session_errors"))
 
 
+def opened(node: Node, replica_id: int) -> int:
+    """Fetch sessions the node opened for a replica, over its whole log (restarts included)."""
+    return node.out.read_text(errors="replace").count(f"opened for replica {replica_id} ")
+
+
 def records(node: Node, tp) -> list[bytes]:
     """A consumer's fetch of the partition from its leader (sessionless)."""
     req = fetch_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0)
@@ -225,7 +230,7 @@ def test_a_restarted_leader_makes_its_follower_fall_back_to_a_full_fetch(fleet, 
     wait_registered(zk, a, WAIT_S)
     leader_and_isr(ctl, a, tps, [1, 2], [a])
     wait_until(lambda: fetch_counts(b)[0] > full0, "a full fetch at the follower", [a, b])
-    wait_until(lambda: a.log_tail().count("opened for replica 2") >= 2,
+    wait_until(lambda: opened(a, 2) >= 2,
                "a new session on the restarted leader", [a, b])
     inc1 = fetch_counts(b)[1]
     wait_until(lambda: fetch_counts(b)[1] > inc1 and metrics(a).get(
@@ -237,3 +242,40 @@ def test_a_restarted_leader_makes_its_follower_fall_back_to_a_full_fetch(fleet, 
                "the follower has every record", [a, b])
     assert [records(a, tp) for tp in tps] == [[b"v0", b"v1"]] * len(tps)
     assert all(ctl.isr(tp) == [1, 2] for tp in tps)
+
+
+def test_partitions_moving_to_another_leader_are_forgotten_and_the_session_goes_on(fleet, zk):
+    make, ctl = fleet
+    nodes = [make(i).start() for i in (1, 2, 3)]
+    for n in nodes:
+        wait_registered(zk, n, WAIT_S)
+    a, b, c = nodes
+    tps = [(TOPIC, p) for p in range(6)]
+    moved, stay = tps[:3], tps[3:]
+    for tp in tps:
+        ctl.elect(tp, 1, [1, 2, 3])
+    for n in nodes:
+        leader_and_isr(ctl, n, tps, [1, 2, 3], [a])
+    assert produce(a, tps, b"v0") == {tp: (NONE, 0) for tp in tps}
+    wait_until(lambda: all(fetch_counts(f)[1] > 0 for f in (b, c)), "incremental fetches",
+               nodes)
+    full0 = fetch_counts(c)[0]
+
+    # partitions 0-2 move to node 2 (a new leader epoch); the new leader hears it first
+    for tp in moved:
+        ctl.elect(tp, 2, [1, 2, 3])
+    for n in (b, c, a):
+        leader_and_isr(ctl, n, moved, [1, 2, 3], [b])
+    assert produce(b, moved, b"v1") == {tp: (NONE, 1) for tp in moved}
+    assert produce(a, stay, b"v1") == {tp: (NONE, 1) for tp in stay}
+    # node 3 kept its session with node 1 (forgetting 0-2) and opened one with node 2
+    wait_until(lambda: opened(b, 3) == 1, "a session on node 2",
+               nodes)
+    assert opened(a, 3) == 1
+    assert fetch_counts(c)[0] == full0 + 1          # one full fetch: node 2's first
+    wait_until(lambda: all(f.segment_bytes(*tp) == ldr.segment_bytes(*tp)
+                           for ldr, part in ((a, stay), (b, moved)) for tp in part
+                           for f in nodes), "every replica equal to its leader", nodes)
+    assert [records(b, tp) for tp in moved] + [records(a, tp) for tp in stay] \
+        == [[b"v0", b"v1"]] * len(tps)
+    assert all(ctl.isr(tp) == [1, 2, 3] for tp in tps)
