@@ -394,7 +394,7 @@ def _run_in(args, cfg: dict, root: str, out: dict[str, Any] | None) -> dict[str,
     from deploy.fleet import Fleet, free_base_port
     from riverbed import Admin
     from services.common import zk as zkmod
-    gateways_n = max(cfg["gateways"])
+    gateways_n = 1 if args.partitions_only else max(cfg["gateways"])
     work = os.path.join(root, "work")
     os.makedirs(work, exist_ok=True)
     out = {} if out is None else out
@@ -421,11 +421,12 @@ def _run_in(args, cfg: dict, root: str, out: dict[str, Any] | None) -> dict[str,
                 if not args.skip_throughput:
                     out["partitions"] = measure_partitions(fleet, admin, cfg, work)
                     out["memory_after_partitions"] = _memory(fleet, mem_names)
+                if not args.skip_throughput and not args.partitions_only:
                     out["producer_processes"] = measure_procs(fleet, admin, cfg, work)
                     out["gateways"] = measure_gateways(fleet, admin, cfg, work, gateways)
                     out["clients"] = measure_clients(fleet, cfg, "scale-procs")
                 existing = (sum(cfg["partitions"]) + 20) if not args.skip_throughput else 0
-                if not args.skip_metadata:
+                if not args.skip_metadata and not args.partitions_only:
                     rf = args.metadata_rf or _metadata_rf(max(cfg["metadata"]))
                     out["metadata"] = measure_metadata(fleet, admin, zk, cfg, existing, rf,
                                                        args.skip_node_failover)
@@ -584,6 +585,9 @@ def parse_args(argv):
                          "the open-file limit allows 3 files per replica at the largest point, "
                          "else 1")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--partitions-only", action="store_true",
+                    help="the partition curve alone (1, 10, 100, 1,000 partitions): no producer "
+                         "process, gateway, client or metadata points")
     ap.add_argument("--skip-metadata", action="store_true")
     ap.add_argument("--skip-node-failover", action="store_true",
                     help="metadata points: controller failover only (no storage-node kill, "

@@ -101,6 +101,10 @@ UnknownProducerIdError = _error("UNKNOWN_PRODUCER_ID")
 ReassignmentInProgressError = _error("REASSIGNMENT_IN_PROGRESS")
 NonEmptyGroupError = _error("NON_EMPTY_GROUP")
 GroupIdNotFoundError = _error("GROUP_ID_NOT_FOUND")
+# Incremental fetch sessions (KIP-227; followers' replica fetches): the fetcher starts over with
+# a full fetch.
+FetchSessionIdNotFoundError = _error("FETCH_SESSION_ID_NOT_FOUND", retriable=True)
+InvalidFetchSessionEpochError = _error("INVALID_FETCH_SESSION_EPOCH", retriable=True)
 TopicDeletionDisabledError = _error("TOPIC_DELETION_DISABLED")
 FencedLeaderEpochError = _error("FENCED_LEADER_EPOCH", retriable=True, refresh=True)
 UnknownLeaderEpochError = _error("UNKNOWN_LEADER_EPOCH", retriable=True, refresh=True)

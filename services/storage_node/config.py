@@ -68,6 +68,9 @@ class StorageNodeConfig:
     # Bytes over a whole replica FETCH response (Kafka's default, 10 MiB); at least one batch
     # is always returned so a batch above the limits still replicates.
     replica_fetch_response_max_bytes: int = 10485760
+    # Incremental fetch sessions (KIP-227) the leader keeps for its followers' fetchers at most
+    # (Kafka's key and default); 0: none, every replica fetch is a full one.
+    max_incremental_fetch_session_cache_slots: int = 1000
     # How often the leader checks its ISR for lagging followers (Kafka: lag.time.max.ms / 2).
     replica_lag_check_interval_ms: int | None = None
     # acks=-1 needs an ISR of at least this many (Kafka's broker default; topics override).
@@ -134,6 +137,8 @@ class StorageNodeConfig:
             raise ConfigError("replica.fetch.max.bytes must be positive")
         if self.replica_fetch_response_max_bytes <= 0:
             raise ConfigError("replica.fetch.response.max.bytes must be positive")
+        if self.max_incremental_fetch_session_cache_slots < 0:
+            raise ConfigError("max.incremental.fetch.session.cache.slots must be >= 0")
         if self.replica_fetch_wait_max_ms < 0 or self.replica_fetch_min_bytes < 0:
             raise ConfigError("replica.fetch.wait.max.ms / replica.fetch.min.bytes must be >= 0")
         if self.replica_lag_time_max_ms <= 0:

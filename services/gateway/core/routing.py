@@ -177,9 +177,11 @@ class _Fetch(_Shape):
         return None
 
     def new_sub(self, body):
+        # Consumers fetch without a session (KIP-227's session_epoch -1): only followers'
+        # replica fetches keep incremental fetch sessions with their leaders.
         return fetch_pb2.FetchRequest(replica_id=body.replica_id, max_wait_ms=body.max_wait_ms,
                                       min_bytes=body.min_bytes, max_bytes=body.max_bytes,
-                                      isolation_level=body.isolation_level)
+                                      isolation_level=body.isolation_level, session_epoch=-1)
 
     def finish(self, sub, n_subs):
         # max_bytes bounds the whole response: share it among the leaders (each still returns

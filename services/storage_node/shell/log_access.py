@@ -300,6 +300,12 @@ def epoch_entries(plog) -> list[tuple[int, int]]:
     return list(plog.epochs.entries)
 
 
+def epoch_entries_view(plog):
+    """The leader-epoch cache's entries themselves, not a copy: to read at once, never keep
+    or change (the per-partition checks of every replica fetch)."""
+    return plog.epochs.entries
+
+
 def latest_epoch(plog) -> int:
     entries = plog.epochs.entries
     return entries[-1][0] if entries else -1

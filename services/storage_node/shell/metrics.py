@@ -10,6 +10,10 @@ instruments read at collection from the node's own state: nothing here runs per 
   riverbed.server.isr.shrinks / isr.expands, riverbed.server.replica.max_lag (messages: the
   largest lag of any follower of a partition this node leads), riverbed.server.purgatory.size
   (operation = produce | fetch);
+- fetch sessions (KIP-227): riverbed.server.fetch_sessions and fetch_sessions.partitions (the
+  leader's cache: Kafka's NumIncrementalFetchSessions / NumIncrementalFetchPartitionsCached),
+  fetch_sessions.evictions; riverbed.server.replica_fetches (kind = full | incremental),
+  replica_fetch.partitions_named and replica_fetch.session_errors (this node as a follower);
 - riverbed.log.flushes, riverbed.log.flush.time, riverbed.log.size per partition,
   riverbed.log_dir.size and riverbed.log_dir.free per log dir.
 """
@@ -88,6 +92,21 @@ def register(tel: Telemetry, node: "StorageNode") -> None:
         (len(node.produce_purgatory), {"operation": "produce"}),
         (len(node.fetch_waiters), {"operation": "fetch"})],
       description="requests waiting: acks=all produces and long-polled fetches")
+    fs = node.fetch_sessions
+    rf = node.replica_fetch_stats
+    g("riverbed.server.fetch_sessions", lambda: [(len(fs), {})],
+      description="incremental fetch sessions this node keeps for its followers")
+    g("riverbed.server.fetch_sessions.partitions", lambda: [(fs.partitions_cached(), {})],
+      description="partitions in this node's fetch sessions")
+    c("riverbed.server.fetch_sessions.evictions", lambda: [(fs.evictions, {})],
+      description="fetch sessions evicted (stale, or making room)")
+    c("riverbed.server.replica_fetches", lambda: [(rf["full"], {"kind": "full"}),
+                                                  (rf["incremental"], {"kind": "incremental"})],
+      description="replica fetches this node sent as a follower, full or incremental")
+    c("riverbed.server.replica_fetch.partitions_named", lambda: [(rf["partitions_named"], {})],
+      description="partitions named in this node's replica fetches")
+    c("riverbed.server.replica_fetch.session_errors", lambda: [(rf["session_errors"], {})],
+      description="fetch session errors answered to this node's replica fetches")
     c("riverbed.log.flushes", lambda: [(FLUSH_STATS.count, {})], description="log flushes")
     c("riverbed.log.flush.time", lambda: [(FLUSH_STATS.seconds, {})], unit="s",
       description="time spent flushing logs")

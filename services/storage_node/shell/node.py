@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import random
 import time
 
 from opentelemetry import trace
@@ -35,6 +36,7 @@ from services.common.metrics_core import RequestMetrics, TopicCounters
 from services.common.rpc import AsyncChannel, Reply, RpcServer, remote_wait
 from services.common.telemetry import Telemetry
 from services.storage_node.config import StorageNodeConfig
+from services.storage_node.core.fetch_session import FetchSessionCache
 from services.storage_node.core.log_dirs import DirSpace
 from services.storage_node.core.produce_admission import (acks_all_result, admit_partition,
                                                           check_acks, max_batch_bytes,
@@ -92,6 +94,11 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self.core = ReplicaManager(cfg.broker_id)
         self.produce_purgatory = ProducePurgatory()
         self.fetch_waiters = FetchWaiters(cfg.queued_max_requests)
+        # Followers' incremental fetch sessions (KIP-227). Random ids: a restarted node does not
+        # hand out the ids its followers still hold.
+        _rng = random.Random()
+        self.fetch_sessions = FetchSessionCache(cfg.max_incremental_fetch_session_cache_slots,
+                                                new_id=lambda: _rng.randint(1, 2**31 - 1))
         self._produce_futs: dict[int, asyncio.Future] = {}
         self._fetch_futs: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
@@ -120,6 +127,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self.request_metrics = RequestMetrics()
         self.topic_counters = TopicCounters()
         self.replication_bytes_out: dict[str, int] = {}
+        # This node's replica fetches as a follower (fetch sessions, KIP-227).
+        self.replica_fetch_stats = {"full": 0, "incremental": 0, "partitions_named": 0,
+                                    "session_errors": 0}
         self.isr_changes = {"shrink": 0, "expand": 0}
         self.telemetry: Telemetry | None = None
         # Log dirs (KIP-112): free space against log.dir.free.bytes.min, dirs low on space.

@@ -5,6 +5,15 @@ min_bytes = replica.fetch.min.bytes, partition_max_bytes = replica.fetch.max.byt
 replica.fetch.response.max.bytes) and appending what arrives with the leader's offsets
 (assign_offsets=False).
 
+Each fetcher keeps an incremental fetch session with its leader (KIP-227,
+`core.fetch_session.FetchSessionHandler`): the first fetch names every partition and opens the
+session; later ones name only the partitions whose fetch state changed (a new log end offset
+after an append or a truncation, a new leader epoch, a partition added) and list the ones it
+stopped fetching as forgotten; the leader keeps evaluating every partition of the session and
+answers only those with something to say. A session error (FETCH_SESSION_ID_NOT_FOUND after a
+leader restart or an eviction, INVALID_FETCH_SESSION_EPOCH) or a failed call makes the next
+fetch a full one.
+
 Each partition sends its local log end offset, the leader epoch of its last batch
 (`last_fetched_epoch`) and the leader epoch it follows (`current_leader_epoch`); a
 `diverging_end_offset` in the answer makes the node truncate (KIP-320) before the next round.
@@ -24,6 +33,7 @@ from riverbed.records import iter_batches
 from riverbed.wire.apis import ApiKey
 
 from services.common.rpc import AsyncChannel
+from services.storage_node.core.fetch_session import FetchSessionHandler, PartitionFetchState
 from services.storage_node.core.replica_state import Role, fetcher_id
 from services.storage_node.shell import log_access
 
@@ -47,6 +57,7 @@ class FollowerNode(Protocol):
     cfg: Any
     core: Any
     logs: Any
+    replica_fetch_stats: dict     # full / incremental fetches, partitions named, session errors
 
     def apply_replicated(self, tp, sent_epoch: int, sent_offset: int, leader_id: int, data,
                          leader_hw: int) -> None: ...
@@ -68,13 +79,17 @@ class ReplicaFetcher:
         self.num_fetchers = num_fetchers
         self.task: asyncio.Task | None = None
         self._channel: AsyncChannel | None = None
+        # The incremental fetch session with this leader (KIP-227): after the first (full)
+        # fetch, a request names only the partitions whose fetch state changed.
+        self.session = FetchSessionHandler()
 
     def _partitions(self):
         core = self.node.core
         out = []
+        leader, n, index = self.leader_id, self.num_fetchers, self.fetcher_index
         for tp, r in core.replicas.items():
-            if r.role is Role.FOLLOWER and r.leader == self.leader_id \
-                    and fetcher_id(tp, self.num_fetchers) == self.fetcher_index:
+            if r.leader == leader and r.role is Role.FOLLOWER \
+                    and (n == 1 or fetcher_id(tp, n) == index):
                 plog = self.node.logs.get(tp)
                 last_epoch = log_access.latest_epoch(plog) if plog is not None else -1
                 out.append((tp, r.leader_epoch, r.log_end_offset, last_epoch))
@@ -106,30 +121,57 @@ class ReplicaFetcher:
 
     async def _fetch_once(self, parts) -> None:
         cfg = self.node.cfg
+        states = {tp: PartitionFetchState(leo, epoch, last_epoch, -1, cfg.replica_fetch_max_bytes)
+                  for tp, epoch, leo, last_epoch in parts}
+        nxt = self.session.build(states)
+        stats = self.node.replica_fetch_stats
+        stats["full" if nxt.full else "incremental"] += 1
+        stats["partitions_named"] += len(nxt.to_send)
         req = fetch_pb2.FetchRequest(replica_id=cfg.broker_id,
                                      max_wait_ms=cfg.replica_fetch_wait_max_ms,
                                      min_bytes=cfg.replica_fetch_min_bytes,
-                                     max_bytes=cfg.replica_fetch_response_max_bytes)
+                                     max_bytes=cfg.replica_fetch_response_max_bytes,
+                                     session_id=nxt.session_id, session_epoch=nxt.session_epoch)
         by_topic: dict[str, fetch_pb2.FetchTopic] = {}
-        order = []
-        for (topic, partition), epoch, leo, last_epoch in parts:
+        for (topic, partition), st in nxt.to_send:
             t = by_topic.get(topic)
             if t is None:
                 t = by_topic[topic] = req.topics.add(name=topic)
-            t.partitions.add(partition=partition, fetch_offset=leo,
-                             partition_max_bytes=cfg.replica_fetch_max_bytes,
-                             current_leader_epoch=epoch, log_start_offset=-1,
-                             last_fetched_epoch=last_epoch)
-        for t in req.topics:
-            for p in t.partitions:
-                order.append((t.name, p.partition))
+            t.partitions.add(partition=partition, fetch_offset=st.fetch_offset,
+                             partition_max_bytes=st.partition_max_bytes,
+                             current_leader_epoch=st.current_leader_epoch,
+                             log_start_offset=st.log_start_offset,
+                             last_fetched_epoch=st.last_fetched_epoch)
+        forgotten: dict[str, fetch_pb2.ForgottenTopic] = {}
+        for topic, partition in nxt.forgotten:
+            f = forgotten.get(topic)
+            if f is None:
+                f = forgotten[topic] = req.forgotten_topics_data.add(name=topic)
+            f.partitions.append(partition)
+        # Every partition of the session is answered (or not) at the state built here.
         sent = {tp: (epoch, leo) for tp, epoch, leo, _ in parts}
-        resp = await self._channel.call(
-            ApiKey.FETCH, req,
-            timeout_ms=cfg.replica_fetch_wait_max_ms + cfg.replica_socket_timeout_ms)
+        try:
+            resp = await self._channel.call(
+                ApiKey.FETCH, req,
+                timeout_ms=cfg.replica_fetch_wait_max_ms + cfg.replica_socket_timeout_ms)
+        except BaseException:
+            self.session.handle_error()
+            raise
+        body = resp.body
+        if not self.session.handle_response(body.error_code, body.session_id):
+            if body.error_code != 0:
+                stats["session_errors"] += 1
+                log.info("[fetcher leader=%d id=%d] fetch session %d: %s %s; full fetch next",
+                         self.leader_id, self.fetcher_index, nxt.session_id,
+                         errors.ErrorCode.Name(body.error_code), body.error_message)
+            else:
+                log.warning("[fetcher leader=%d id=%d] answer in session %d to a fetch in "
+                            "session %d dropped; full fetch next", self.leader_id,
+                            self.fetcher_index, body.session_id, nxt.session_id)
+            return
         i = 0
         any_error = False
-        for t in resp.body.topics:
+        for t in body.topics:
             for p in t.partitions:
                 tp = (t.name, p.partition)
                 payload = resp.payloads[i] if i < len(resp.payloads) else b""

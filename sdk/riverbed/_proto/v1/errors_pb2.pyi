@@ -81,6 +81,8 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     REASSIGNMENT_IN_PROGRESS: _ErrorCode.ValueType  # 60
     NON_EMPTY_GROUP: _ErrorCode.ValueType  # 68
     GROUP_ID_NOT_FOUND: _ErrorCode.ValueType  # 69
+    FETCH_SESSION_ID_NOT_FOUND: _ErrorCode.ValueType  # 70
+    INVALID_FETCH_SESSION_EPOCH: _ErrorCode.ValueType  # 71
     TOPIC_DELETION_DISABLED: _ErrorCode.ValueType  # 73
     FENCED_LEADER_EPOCH: _ErrorCode.ValueType  # 74
     UNKNOWN_LEADER_EPOCH: _ErrorCode.ValueType  # 75
@@ -150,6 +152,8 @@ UNKNOWN_PRODUCER_ID: ErrorCode.ValueType  # 59
 REASSIGNMENT_IN_PROGRESS: ErrorCode.ValueType  # 60
 NON_EMPTY_GROUP: ErrorCode.ValueType  # 68
 GROUP_ID_NOT_FOUND: ErrorCode.ValueType  # 69
+FETCH_SESSION_ID_NOT_FOUND: ErrorCode.ValueType  # 70
+INVALID_FETCH_SESSION_EPOCH: ErrorCode.ValueType  # 71
 TOPIC_DELETION_DISABLED: ErrorCode.ValueType  # 73
 FENCED_LEADER_EPOCH: ErrorCode.ValueType  # 74
 UNKNOWN_LEADER_EPOCH: ErrorCode.ValueType  # 75

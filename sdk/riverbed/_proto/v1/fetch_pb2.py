@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from riverbed._proto.v1 import errors_pb2 as riverbed_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17riverbed/v1/fetch.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\"\x9f\x01\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\r\x12\x11\n\tmin_bytes\x18\x03 \x01(\r\x12\x11\n\tmax_bytes\x18\x04 \x01(\r\x12\'\n\x06topics\x18\x05 \x03(\x0b\x32\x17.riverbed.v1.FetchTopic\x12\x17\n\x0fisolation_level\x18\x06 \x01(\x05\"K\n\nFetchTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\npartitions\x18\x02 \x03(\x0b\x32\x1b.riverbed.v1.FetchPartition\"\xaa\x01\n\x0e\x46\x65tchPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x02 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x03 \x01(\r\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x06 \x01(\x05\"Z\n\rFetchResponse\x12/\n\x06topics\x18\x01 \x03(\x0b\x32\x1f.riverbed.v1.FetchTopicResponse\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\r\"[\n\x12\x46\x65tchTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\npartitions\x18\x02 \x03(\x0b\x32#.riverbed.v1.FetchPartitionResponse\"\xa1\x02\n\x16\x46\x65tchPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x07 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x17\n\x0f\x64iverging_epoch\x18\t \x01(\x05\x12\x1c\n\x14\x64iverging_end_offset\x18\n \x01(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17riverbed/v1/fetch.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\"\x9d\x02\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\r\x12\x11\n\tmin_bytes\x18\x03 \x01(\r\x12\x11\n\tmax_bytes\x18\x04 \x01(\r\x12\'\n\x06topics\x18\x05 \x03(\x0b\x32\x17.riverbed.v1.FetchTopic\x12\x17\n\x0fisolation_level\x18\x06 \x01(\x05\x12\x12\n\nsession_id\x18\x07 \x01(\x05\x12\x1a\n\rsession_epoch\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12:\n\x15\x66orgotten_topics_data\x18\t \x03(\x0b\x32\x1b.riverbed.v1.ForgottenTopicB\x10\n\x0e_session_epoch\"2\n\x0e\x46orgottenTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"K\n\nFetchTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12/\n\npartitions\x18\x02 \x03(\x0b\x32\x1b.riverbed.v1.FetchPartition\"\xaa\x01\n\x0e\x46\x65tchPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x02 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x03 \x01(\r\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x06 \x01(\x05\"\xb1\x01\n\rFetchResponse\x12/\n\x06topics\x18\x01 \x03(\x0b\x32\x1f.riverbed.v1.FetchTopicResponse\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\r\x12*\n\nerror_code\x18\x03 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\x05\"[\n\x12\x46\x65tchTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\npartitions\x18\x02 \x03(\x0b\x32#.riverbed.v1.FetchPartitionResponse\"\xa1\x02\n\x16\x46\x65tchPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x05 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x06 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x07 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x08 \x01(\x05\x12\x17\n\x0f\x64iverging_epoch\x18\t \x01(\x05\x12\x1c\n\x14\x64iverging_end_offset\x18\n \x01(\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,15 +33,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'riverbed._proto.v1.fetch_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_FETCHREQUEST']._serialized_start=67
-  _globals['_FETCHREQUEST']._serialized_end=226
-  _globals['_FETCHTOPIC']._serialized_start=228
-  _globals['_FETCHTOPIC']._serialized_end=303
-  _globals['_FETCHPARTITION']._serialized_start=306
-  _globals['_FETCHPARTITION']._serialized_end=476
-  _globals['_FETCHRESPONSE']._serialized_start=478
-  _globals['_FETCHRESPONSE']._serialized_end=568
-  _globals['_FETCHTOPICRESPONSE']._serialized_start=570
-  _globals['_FETCHTOPICRESPONSE']._serialized_end=661
-  _globals['_FETCHPARTITIONRESPONSE']._serialized_start=664
-  _globals['_FETCHPARTITIONRESPONSE']._serialized_end=953
+  _globals['_FETCHREQUEST']._serialized_end=352
+  _globals['_FORGOTTENTOPIC']._serialized_start=354
+  _globals['_FORGOTTENTOPIC']._serialized_end=404
+  _globals['_FETCHTOPIC']._serialized_start=406
+  _globals['_FETCHTOPIC']._serialized_end=481
+  _globals['_FETCHPARTITION']._serialized_start=484
+  _globals['_FETCHPARTITION']._serialized_end=654
+  _globals['_FETCHRESPONSE']._serialized_start=657
+  _globals['_FETCHRESPONSE']._serialized_end=834
+  _globals['_FETCHTOPICRESPONSE']._serialized_start=836
+  _globals['_FETCHTOPICRESPONSE']._serialized_end=927
+  _globals['_FETCHPARTITIONRESPONSE']._serialized_start=930
+  _globals['_FETCHPARTITIONRESPONSE']._serialized_end=1219
 # @@protoc_insertion_point(module_scope)

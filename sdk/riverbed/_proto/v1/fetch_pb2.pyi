@@ -21,7 +21,7 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class FetchRequest(_message.Message):
-    """FETCH v0. Long-polled: the answer waits until min_bytes are available over all partitions or
+    """FETCH. Long-polled: the answer waits until min_bytes are available over all partitions or
     max_wait_ms has passed. Response payload frames: one per FetchPartitionResponse, in response
     order flattened over topics, holding raw record-batch bytes straight from the segment (possibly
     empty; the last batch may be partial and must be ignored by the reader).
@@ -35,6 +35,9 @@ class FetchRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
     ISOLATION_LEVEL_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    SESSION_EPOCH_FIELD_NUMBER: _builtins.int
+    FORGOTTEN_TOPICS_DATA_FIELD_NUMBER: _builtins.int
     replica_id: _builtins.int
     """-1 for consumers; a storage node's id for followers"""
     max_wait_ms: _builtins.int
@@ -45,8 +48,20 @@ class FetchRequest(_message.Message):
     """fetch.max.bytes over the whole response; 0 = no limit"""
     isolation_level: _builtins.int
     """0 = read_uncommitted"""
+    session_id: _builtins.int
+    """Incremental fetch sessions (Kafka's KIP-227; followers only, consumers stay sessionless).
+    session_epoch 0 with session_id 0: a full fetch asking for a new session; 0 with a
+    session_id: close that session and start a new one (full); -1 (or unset: a peer that
+    predates sessions): a full fetch without a session; >= 1: an incremental fetch in session
+    session_id, naming only the partitions whose fetch state changed (fetch_offset,
+    current_leader_epoch, last_fetched_epoch, log_start_offset, partition_max_bytes) or that
+    are new, plus the ones it no longer fetches in forgotten_topics_data.
+    """
+    session_epoch: _builtins.int
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___FetchTopic]: ...
+    @_builtins.property
+    def forgotten_topics_data(self) -> _containers.RepeatedCompositeFieldContainer[Global___ForgottenTopic]: ...
     def __init__(
         self,
         *,
@@ -56,14 +71,42 @@ class FetchRequest(_message.Message):
         max_bytes: _builtins.int = ...,
         topics: _abc.Iterable[Global___FetchTopic] | None = ...,
         isolation_level: _builtins.int = ...,
+        session_id: _builtins.int = ...,
+        session_epoch: _builtins.int | None = ...,
+        forgotten_topics_data: _abc.Iterable[Global___ForgottenTopic] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_session_epoch", b"_session_epoch", "session_epoch", b"session_epoch"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_session_epoch", b"_session_epoch", "forgotten_topics_data", b"forgotten_topics_data", "isolation_level", b"isolation_level", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "replica_id", b"replica_id", "session_epoch", b"session_epoch", "session_id", b"session_id", "topics", b"topics"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__session_epoch: _TypeAlias = _typing.Literal["session_epoch"]  # noqa: Y015
+    _WhichOneofArgType__session_epoch: _TypeAlias = _typing.Literal["_session_epoch", b"_session_epoch"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__session_epoch) -> _WhichOneofReturnType__session_epoch | None: ...
+
+Global___FetchRequest: _TypeAlias = FetchRequest  # noqa: Y015
+
+@_typing.final
+class ForgottenTopic(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["isolation_level", b"isolation_level", "max_bytes", b"max_bytes", "max_wait_ms", b"max_wait_ms", "min_bytes", b"min_bytes", "replica_id", b"replica_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___FetchRequest: _TypeAlias = FetchRequest  # noqa: Y015
+Global___ForgottenTopic: _TypeAlias = ForgottenTopic  # noqa: Y015
 
 @_typing.final
 class FetchTopic(_message.Message):
@@ -132,7 +175,20 @@ class FetchResponse(_message.Message):
 
     TOPICS_FIELD_NUMBER: _builtins.int
     THROTTLE_TIME_MS_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     throttle_time_ms: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """The whole request failed (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH): no
+    partitions; the follower falls back to a full fetch.
+    """
+    error_message: _builtins.str
+    session_id: _builtins.int
+    """The session this answer belongs to; 0 = none (a sessionless fetch, or no room for a new
+    one). An answer in a session lists only the partitions with records, an error, a diverging
+    epoch, or a high watermark / log start offset / leader epoch it has not told this session.
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___FetchTopicResponse]: ...
     def __init__(
@@ -140,10 +196,13 @@ class FetchResponse(_message.Message):
         *,
         topics: _abc.Iterable[Global___FetchTopicResponse] | None = ...,
         throttle_time_ms: _builtins.int = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        session_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["throttle_time_ms", b"throttle_time_ms", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "session_id", b"session_id", "throttle_time_ms", b"throttle_time_ms", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
