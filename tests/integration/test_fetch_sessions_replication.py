@@ -279,3 +279,52 @@ def test_partitions_moving_to_another_leader_are_forgotten_and_the_session_goes_
     assert [records(b, tp) for tp in moved] + [records(a, tp) for tp in stay] \
         == [[b"v0", b"v1"]] * len(tps)
     assert all(ctl.isr(tp) == [1, 2, 3] for tp in tps)
+
+
+def test_partitions_added_to_a_fetcher_do_not_wait_for_its_long_poll(fleet, zk):
+    """New partitions for a leader whose followers' fetches are parked in a long poll of 30 s
+    (a new topic, or leaders moving here): the fetchers abandon that poll and name them at
+    once, so an acks=-1 write to them is acknowledged by the whole ISR. (Waiting out the poll,
+    the followers stay away from them longer than replica.lag.time.max.ms, 1 s here: the ISR
+    shrinks to the leader, which then acknowledges alone.) Both orders of the LEADER_AND_ISRs:
+    the leader's first, then the followers' first (their fetch then meets partitions the leader
+    does not know yet, and backs off before it retries)."""
+    make, ctl = fleet
+    nodes = [make(i, **{"replica.fetch.wait.max.ms": 30000}).start() for i in (1, 2, 3)]
+    for n in nodes:
+        wait_registered(zk, n, WAIT_S)
+    a, b, c = nodes
+    old = [(TOPIC, p) for p in range(3)]
+    for tp in old:
+        ctl.elect(tp, 1, [1, 2, 3])
+    for n in nodes:
+        leader_and_isr(ctl, n, old, [1, 2, 3], [a])
+    assert produce(a, old, b"old") == {tp: (NONE, 0) for tp in old}
+    wait_until(lambda: all(fetch_counts(f)[1] > 0 for f in (b, c)), "incremental fetches",
+               nodes)
+    time.sleep(0.5)                      # the followers' fetches are parked at the leader now
+
+    first_new = [(TOPIC, p) for p in range(3, 6)]
+    for tp in first_new:
+        ctl.elect(tp, 1, [1, 2, 3])
+    for n in (a, b, c):                  # the leader learns first
+        leader_and_isr(ctl, n, old + first_new, [1, 2, 3], [a])
+    assert produce(a, first_new, b"new") == {tp: (NONE, 0) for tp in first_new}
+    assert all(ctl.isr(tp) == [1, 2, 3] for tp in first_new)
+
+    time.sleep(0.5)
+    second_new = [(TOPIC, p) for p in range(6, 9)]
+    for tp in second_new:
+        ctl.elect(tp, 1, [1, 2, 3])
+    everything = old + first_new + second_new
+    for n in (b, c, a):                  # the followers learn first
+        leader_and_isr(ctl, n, everything, [1, 2, 3], [a])
+    assert produce(a, second_new, b"newer") == {tp: (NONE, 0) for tp in second_new}
+    assert all(ctl.isr(tp) == [1, 2, 3] for tp in second_new)
+
+    assert all(ctl.isr(tp) == [1, 2, 3] for tp in everything)
+    wait_until(lambda: all(f.segment_bytes(*tp) == a.segment_bytes(*tp)
+                           for f in (b, c) for tp in everything),
+               "followers' logs equal the leader's", nodes)
+    assert [records(a, tp) for tp in first_new] == [[b"new"]] * 3
+    assert [records(a, tp) for tp in second_new] == [[b"newer"]] * 3

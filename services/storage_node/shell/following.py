@@ -36,8 +36,9 @@ class Following:
             # that (the controller's answer to our controlled shutdown) must not start new ones,
             # or the TaskGroup waits for them forever and SIGTERM ends in SIGKILL.
             return
-        for key in wanted:
+        for key, tps in wanted.items():
             if key in self.fetchers:
+                self.fetchers[key].follow(tps)
                 continue
             leader_id, fid = key
             endpoint = self.leader_endpoints.get(leader_id)

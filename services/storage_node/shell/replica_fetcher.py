@@ -82,6 +82,26 @@ class ReplicaFetcher:
         # The incremental fetch session with this leader (KIP-227): after the first (full)
         # fetch, a request names only the partitions whose fetch state changed.
         self.session = FetchSessionHandler()
+        # The FETCH in flight (a long poll of up to replica.fetch.wait.max.ms), the partitions
+        # it covers, and whether follow() cut it short.
+        self._call: asyncio.Future | None = None
+        self._fetching: frozenset = frozenset()
+        self._interrupted = False
+        self.interruptions = 0
+
+    def follow(self, partitions) -> None:
+        """The partitions this fetcher pulls now (the node's reconcile after a LEADER_AND_ISR).
+        A partition new to it (a new topic, a leader moved here) would otherwise wait for the
+        long poll in flight, which covers only the old ones, to end: up to
+        replica.fetch.wait.max.ms in which no acks=all write to it can complete. So that poll is
+        abandoned (its answer, if it comes, is dropped) and the next fetch, a full one, names
+        the new partitions at once."""
+        call = self._call
+        if call is None or call.done() or not any(tp not in self._fetching for tp in partitions):
+            return
+        self._interrupted = True
+        self.interruptions += 1
+        call.cancel()
 
     def _partitions(self):
         core = self.node.core
@@ -150,13 +170,22 @@ class ReplicaFetcher:
             f.partitions.append(partition)
         # Every partition of the session is answered (or not) at the state built here.
         sent = {tp: (epoch, leo) for tp, epoch, leo, _ in parts}
+        call = asyncio.ensure_future(self._channel.call(
+            ApiKey.FETCH, req,
+            timeout_ms=cfg.replica_fetch_wait_max_ms + cfg.replica_socket_timeout_ms))
+        self._call, self._fetching, self._interrupted = call, frozenset(states), False
         try:
-            resp = await self._channel.call(
-                ApiKey.FETCH, req,
-                timeout_ms=cfg.replica_fetch_wait_max_ms + cfg.replica_socket_timeout_ms)
+            resp = await call
+        except asyncio.CancelledError:
+            self.session.handle_error()
+            if self._interrupted and not asyncio.current_task().cancelling():
+                return                  # follow(): fetch again now, with the new partitions
+            raise
         except BaseException:
             self.session.handle_error()
             raise
+        finally:
+            self._call = None
         body = resp.body
         if not self.session.handle_response(body.error_code, body.session_id):
             if body.error_code != 0:
