@@ -88,6 +88,9 @@ class ReplicaFetcher:
         self._fetching: frozenset = frozenset()
         self._interrupted = False
         self.interruptions = 0
+        # Partitions whose last answer was an error, left out of the fetches until then
+        # (loop time): Kafka's delayPartitions(replica.fetch.backoff.ms). The others go on.
+        self._delayed: dict = {}
 
     def follow(self, partitions) -> None:
         """The partitions this fetcher pulls now (the node's reconcile after a LEADER_AND_ISR).
@@ -96,20 +99,32 @@ class ReplicaFetcher:
         replica.fetch.wait.max.ms in which no acks=all write to it can complete. So that poll is
         abandoned (its answer, if it comes, is dropped) and the next fetch, a full one, names
         the new partitions at once."""
+        delayed = self._delayed
+        if any(tp not in self._fetching and tp not in delayed for tp in partitions):
+            self._interrupt()
+
+    def _interrupt(self) -> None:
+        """Abandon the fetch in flight, if any: the next one is built at once (a full fetch)."""
         call = self._call
-        if call is None or call.done() or not any(tp not in self._fetching for tp in partitions):
+        if call is None or call.done():
             return
         self._interrupted = True
         self.interruptions += 1
         call.cancel()
 
-    def _partitions(self):
+    def _partitions(self, now: float = 0.0):
+        """(tp, leader epoch, log end offset, last fetched epoch) of the partitions to fetch
+        now: followed from this leader by this fetcher and not delayed after an error."""
         core = self.node.core
         out = []
         leader, n, index = self.leader_id, self.num_fetchers, self.fetcher_index
+        delayed = self._delayed
+        if delayed:
+            for tp in [tp for tp, until in delayed.items() if until <= now]:
+                del delayed[tp]
         for tp, r in core.replicas.items():
             if r.leader == leader and r.role is Role.FOLLOWER \
-                    and (n == 1 or fetcher_id(tp, n) == index):
+                    and (n == 1 or fetcher_id(tp, n) == index) and tp not in delayed:
                 plog = self.node.logs.get(tp)
                 last_epoch = log_access.latest_epoch(plog) if plog is not None else -1
                 out.append((tp, r.leader_epoch, r.log_end_offset, last_epoch))
@@ -122,10 +137,15 @@ class ReplicaFetcher:
         log.info("[fetcher leader=%d id=%d] fetching from %s", self.leader_id,
                  self.fetcher_index, self.endpoint)
         try:
+            loop = asyncio.get_running_loop()
             while True:
-                parts = self._partitions()
+                parts = self._partitions(loop.time())
                 if not parts:
-                    return
+                    if not self._delayed_still_followed():
+                        return
+                    # every partition is delayed: wait for the first to come back
+                    await asyncio.sleep(max(min(self._delayed.values()) - loop.time(), 0.0))
+                    continue
                 try:
                     await self._fetch_once(parts)
                 except asyncio.CancelledError:
@@ -199,7 +219,6 @@ class ReplicaFetcher:
                             self.fetcher_index, body.session_id, nxt.session_id)
             return
         i = 0
-        any_error = False
         for t in body.topics:
             for p in t.partitions:
                 tp = (t.name, p.partition)
@@ -208,7 +227,6 @@ class ReplicaFetcher:
                 if tp not in sent:
                     continue
                 if p.error_code != 0:
-                    any_error = True
                     self._on_error(tp, p)
                     continue
                 if p.diverging_end_offset >= 0:
@@ -217,8 +235,16 @@ class ReplicaFetcher:
                     continue
                 self.node.apply_replicated(tp, sent[tp][0], sent[tp][1], self.leader_id,
                                            getattr(payload, "buffer", payload), p.high_watermark)
-        if any_error:
-            await asyncio.sleep(cfg.replica_fetch_backoff_ms / 1000.0)
+
+    def _delayed_still_followed(self) -> bool:
+        """Whether a delayed partition is still this fetcher's (else forget them all)."""
+        core = self.node.core
+        for tp in self._delayed:
+            r = core.get(tp)
+            if r is not None and r.leader == self.leader_id and r.role is Role.FOLLOWER:
+                return True
+        self._delayed.clear()
+        return False
 
     def _on_error(self, tp, p) -> None:
         if p.error_code == OFFSET_OUT_OF_RANGE:
@@ -228,5 +254,13 @@ class ReplicaFetcher:
             self.node.reset_follower_offset(tp, self.leader_id, p.log_end_offset,
                                             p.log_start_offset)
         else:
+            # e.g. NOT_LEADER / UNKNOWN while the leader has not handled its LEADER_AND_ISR
+            # yet, FENCED_LEADER_EPOCH: this partition waits, the others are fetched on.
+            loop = asyncio.get_running_loop()
+            until = self._delayed[tp] = loop.time() + \
+                self.node.cfg.replica_fetch_backoff_ms / 1000.0
+            # back in the next fetch when the delay ends, not when the poll then in flight
+            # (which does not cover it) ends
+            loop.call_at(until, self._interrupt)
             log.info("[fetcher leader=%d] %s-%d: %s %s", self.leader_id, tp[0], tp[1],
                      errors.ErrorCode.Name(p.error_code), p.error_message)
