@@ -16,8 +16,9 @@ import time
 import urllib.request
 
 import pytest
-from node_helpers import NONE, stop_processes, wait_registered
-from test_replication_node import WAIT_S, ControllerStandIn, Node, wait_until
+from node_helpers import NONE, wait_registered
+from test_replication_node import (  # noqa: F401 (cluster: a fixture used here)
+    WAIT_S, ControllerStandIn, Node, cluster, wait_until)
 
 from riverbed import errors
 from riverbed._proto.v1 import controller_pb2, fetch_pb2, produce_pb2
@@ -32,22 +33,16 @@ LAG_MS = 1000          # replica.lag.time.max.ms of test_replication_node.Node
 
 
 @pytest.fixture
-def fleet(tmp_path, free_ports, zk_chroot, zk, processes):
-    started: list[Node] = []
+def fleet(cluster, free_ports):
+    """test_replication_node's cluster, each node with a metrics endpoint (`metrics_port`)."""
+    make, ctl = cluster
 
-    def make(broker_id: int, **extra) -> Node:
-        port, metrics_port = free_ports(2)
-        node = Node(tmp_path, broker_id, port, zk_chroot, **{"metrics.port": metrics_port,
-                                                              **extra})
+    def make_with_metrics(broker_id: int, **extra) -> Node:
+        metrics_port = free_ports(1)[0]
+        node = make(broker_id, **{"metrics.port": metrics_port, **extra})
         node.metrics_port = metrics_port
-        started.append(node)
-        processes.append(node)
         return node
-    with ControllerStandIn(zk, f"tcp://127.0.0.1:{free_ports(1)[0]}") as ctl:
-        try:
-            yield make, ctl
-        finally:
-            stop_processes(started)      # before the stand-in controller goes
+    return make_with_metrics, ctl
 
 
 def leader_and_isr(ctl: ControllerStandIn, node: Node, tps, replicas, leaders) -> None:
@@ -124,23 +119,32 @@ def records(node: Node, tp) -> list[bytes]:
     return [r.value for r in decode_batches(bytes(resp.payloads[0]))]
 
 
-def test_idle_partitions_stay_in_the_isr_while_the_session_omits_them(fleet, zk):
+def replicating_in_sessions(fleet, zk, tps, value: bytes, **extra) -> list[Node]:
+    """Nodes 1, 2, 3 (node 1 leads `tps`, all three replicas, `extra` config), one acks=-1
+    `value` in each partition, and the followers' fetches incremental: returns the nodes."""
     make, ctl = fleet
-    # A long poll of 30 s: an append to a partition the session does not name must wake it,
-    # or the acks=-1 produces below (timeout 10 s) would time out.
-    nodes = [make(i, **{"replica.fetch.wait.max.ms": 30000}).start() for i in (1, 2, 3)]
+    nodes = [make(i, **extra).start() for i in (1, 2, 3)]
     for n in nodes:
         wait_registered(zk, n, WAIT_S)
-    a, b, c = nodes
-    tps = [(TOPIC, p) for p in range(20)]
     for tp in tps:
         ctl.elect(tp, 1, [1, 2, 3])
     for n in nodes:
-        leader_and_isr(ctl, n, tps, [1, 2, 3], [a])
-    assert produce(a, tps, b"first") == {tp: (NONE, 0) for tp in tps}
+        leader_and_isr(ctl, n, tps, [1, 2, 3], [nodes[0]])
+    assert produce(nodes[0], tps, value) == {tp: (NONE, 0) for tp in tps}
     # sessions are open: the followers' fetches are incremental from now on
-    wait_until(lambda: all(fetch_counts(f)[1] > 0 for f in (b, c)), "incremental fetches",
+    wait_until(lambda: all(fetch_counts(f)[1] > 0 for f in nodes[1:]), "incremental fetches",
                nodes)
+    return nodes
+
+
+def test_idle_partitions_stay_in_the_isr_while_the_session_omits_them(fleet, zk):
+    _, ctl = fleet
+    tps = [(TOPIC, p) for p in range(20)]
+    # A long poll of 30 s: an append to a partition the session does not name must wake it,
+    # or the acks=-1 produces below (timeout 10 s) would time out.
+    nodes = replicating_in_sessions(fleet, zk, tps, b"first",
+                                    **{"replica.fetch.wait.max.ms": 30000})
+    a, b, c = nodes
     before = {f.broker_id: fetch_counts(f) for f in (b, c)}
 
     # several lag periods with only partition 0 written: the others are idle and not named
@@ -245,20 +249,11 @@ def test_a_restarted_leader_makes_its_follower_fall_back_to_a_full_fetch(fleet, 
 
 
 def test_partitions_moving_to_another_leader_are_forgotten_and_the_session_goes_on(fleet, zk):
-    make, ctl = fleet
-    nodes = [make(i).start() for i in (1, 2, 3)]
-    for n in nodes:
-        wait_registered(zk, n, WAIT_S)
-    a, b, c = nodes
+    _, ctl = fleet
     tps = [(TOPIC, p) for p in range(6)]
     moved, stay = tps[:3], tps[3:]
-    for tp in tps:
-        ctl.elect(tp, 1, [1, 2, 3])
-    for n in nodes:
-        leader_and_isr(ctl, n, tps, [1, 2, 3], [a])
-    assert produce(a, tps, b"v0") == {tp: (NONE, 0) for tp in tps}
-    wait_until(lambda: all(fetch_counts(f)[1] > 0 for f in (b, c)), "incremental fetches",
-               nodes)
+    nodes = replicating_in_sessions(fleet, zk, tps, b"v0")
+    a, b, c = nodes
     full0 = fetch_counts(c)[0]
 
     # partitions 0-2 move to node 2 (a new leader epoch); the new leader hears it first
@@ -289,19 +284,10 @@ def test_partitions_added_to_a_fetcher_do_not_wait_for_its_long_poll(fleet, zk):
     shrinks to the leader, which then acknowledges alone.) Both orders of the LEADER_AND_ISRs:
     the leader's first, then the followers' first (their fetch then meets partitions the leader
     does not know yet, and backs off before it retries)."""
-    make, ctl = fleet
-    nodes = [make(i, **{"replica.fetch.wait.max.ms": 30000}).start() for i in (1, 2, 3)]
-    for n in nodes:
-        wait_registered(zk, n, WAIT_S)
-    a, b, c = nodes
+    _, ctl = fleet
     old = [(TOPIC, p) for p in range(3)]
-    for tp in old:
-        ctl.elect(tp, 1, [1, 2, 3])
-    for n in nodes:
-        leader_and_isr(ctl, n, old, [1, 2, 3], [a])
-    assert produce(a, old, b"old") == {tp: (NONE, 0) for tp in old}
-    wait_until(lambda: all(fetch_counts(f)[1] > 0 for f in (b, c)), "incremental fetches",
-               nodes)
+    nodes = replicating_in_sessions(fleet, zk, old, b"old", **{"replica.fetch.wait.max.ms": 30000})
+    a, b, c = nodes
     time.sleep(0.5)                      # the followers' fetches are parked at the leader now
 
     first_new = [(TOPIC, p) for p in range(3, 6)]

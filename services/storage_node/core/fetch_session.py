@@ -55,6 +55,18 @@ def next_epoch(epoch: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # follower side
 
+# The first retry of a partition answered with an error comes after this long, each next one
+# after twice as long as the one before, up to replica.fetch.backoff.ms. A new topic's
+# partitions, which a follower often hears of a few milliseconds before their leader does (the
+# leader answers UNKNOWN_TOPIC_OR_PARTITION meanwhile), waited the full backoff (1 s) before.
+FIRST_ERROR_BACKOFF_MS = 25
+
+
+def error_backoff_ms(errors_in_a_row: int, backoff_ms: int) -> int:
+    """How long a partition waits after its `errors_in_a_row`-th error in a row."""
+    return min(backoff_ms, FIRST_ERROR_BACKOFF_MS << min(errors_in_a_row - 1, 20))
+
+
 
 class PartitionFetchState(NamedTuple):
     """What a follower sends for one partition; a change of any field is sent again (a tuple:

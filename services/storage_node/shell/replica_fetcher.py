@@ -33,7 +33,8 @@ from riverbed.records import iter_batches
 from riverbed.wire.apis import ApiKey
 
 from services.common.rpc import AsyncChannel
-from services.storage_node.core.fetch_session import FetchSessionHandler, PartitionFetchState
+from services.storage_node.core.fetch_session import (FetchSessionHandler, PartitionFetchState,
+                                                     error_backoff_ms)
 from services.storage_node.core.replica_state import Role, fetcher_id
 from services.storage_node.shell import log_access
 
@@ -91,6 +92,7 @@ class ReplicaFetcher:
         # Partitions whose last answer was an error, left out of the fetches until then
         # (loop time): Kafka's delayPartitions(replica.fetch.backoff.ms). The others go on.
         self._delayed: dict = {}
+        self._error_streak: dict = {}     # errors in a row per partition (its next delay)
 
     def follow(self, partitions) -> None:
         """The partitions this fetcher pulls now (the node's reconcile after a LEADER_AND_ISR).
@@ -122,6 +124,11 @@ class ReplicaFetcher:
         if delayed:
             for tp in [tp for tp, until in delayed.items() if until <= now]:
                 del delayed[tp]
+        streaks = self._error_streak
+        if streaks:
+            for tp in [tp for tp in streaks if (r := core.get(tp)) is None
+                       or r.leader != leader or r.role is not Role.FOLLOWER]:
+                del streaks[tp]         # no longer fetched from here (deleted, moved)
         for tp, r in core.replicas.items():
             if r.leader == leader and r.role is Role.FOLLOWER \
                     and (n == 1 or fetcher_id(tp, n) == index) and tp not in delayed:
@@ -229,6 +236,8 @@ class ReplicaFetcher:
                 if p.error_code != 0:
                     self._on_error(tp, p)
                     continue
+                if self._error_streak:
+                    self._error_streak.pop(tp, None)
                 if p.diverging_end_offset >= 0:
                     self.node.truncate_on_divergence(tp, sent[tp][0], sent[tp][1], self.leader_id,
                                                      p.diverging_epoch, p.diverging_end_offset)
@@ -244,6 +253,7 @@ class ReplicaFetcher:
             if r is not None and r.leader == self.leader_id and r.role is Role.FOLLOWER:
                 return True
         self._delayed.clear()
+        self._error_streak.clear()
         return False
 
     def _on_error(self, tp, p) -> None:
@@ -257,8 +267,9 @@ class ReplicaFetcher:
             # e.g. NOT_LEADER / UNKNOWN while the leader has not handled its LEADER_AND_ISR
             # yet, FENCED_LEADER_EPOCH: this partition waits, the others are fetched on.
             loop = asyncio.get_running_loop()
-            until = self._delayed[tp] = loop.time() + \
-                self.node.cfg.replica_fetch_backoff_ms / 1000.0
+            streak = self._error_streak[tp] = self._error_streak.get(tp, 0) + 1
+            until = self._delayed[tp] = loop.time() + error_backoff_ms(
+                streak, self.node.cfg.replica_fetch_backoff_ms) / 1000.0
             # back in the next fetch when the delay ends, not when the poll then in flight
             # (which does not cover it) ends
             loop.call_at(until, self._interrupt)

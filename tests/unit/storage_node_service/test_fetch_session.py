@@ -396,3 +396,12 @@ def test_a_session_sees_what_full_fetches_see(steps):
         assert (sess.leo[tp], sess.hw[tp]) == (full.leo[tp], full.hw[tp])
         if leader.leading[tp]:
             assert sess.leo[tp] == leader.leo[tp]
+
+
+def test_a_partition_in_error_waits_longer_each_time_up_to_the_backoff():
+    from services.storage_node.core.fetch_session import FIRST_ERROR_BACKOFF_MS, error_backoff_ms
+    waits = [error_backoff_ms(k, 1000) for k in range(1, 9)]
+    assert waits[0] == FIRST_ERROR_BACKOFF_MS
+    assert all(b == min(2 * a, 1000) for a, b in zip(waits, waits[1:]))
+    assert waits[-1] == 1000 and error_backoff_ms(10_000, 1000) == 1000
+    assert error_backoff_ms(1, 10) == 10          # never above replica.fetch.backoff.ms
