@@ -114,6 +114,11 @@ class ReplicaFetcher:
         self.interruptions += 1
         call.cancel()
 
+    def _rejoin(self, tp) -> None:
+        """tp's delay is over: if the fetch in flight does not cover it, fetch again now."""
+        if tp not in self._fetching:
+            self._interrupt()
+
     def _partitions(self, now: float = 0.0):
         """(tp, leader epoch, log end offset, last fetched epoch) of the partitions to fetch
         now: followed from this leader by this fetcher and not delayed after an error."""
@@ -272,6 +277,6 @@ class ReplicaFetcher:
                 streak, self.node.cfg.replica_fetch_backoff_ms) / 1000.0
             # back in the next fetch when the delay ends, not when the poll then in flight
             # (which does not cover it) ends
-            loop.call_at(until, self._interrupt)
+            loop.call_at(until, self._rejoin, tp)
             log.info("[fetcher leader=%d] %s-%d: %s %s", self.leader_id, tp[0], tp[1],
                      errors.ErrorCode.Name(p.error_code), p.error_message)
