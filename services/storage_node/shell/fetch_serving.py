@@ -219,46 +219,42 @@ class FetchServing:
 
     def _fetch_reply(self, body, ctx: FetchContext, parts) -> Reply:
         """The answer: every partition of a full fetch, in request order; for an incremental
-        one only those the session must hear about (FetchContext.include), in session order,
-        grouped by topic."""
+        one only those the session must hear about (FetchContext.include), in session order.
+        Consecutive partitions of one topic share its entry."""
         resp = fetch_pb2.FetchResponse(session_id=ctx.session_id)
         payloads = []
         out = self.replication_bytes_out if body.replica_id >= 0 else self.topic_counters.bytes_out
-        if ctx.kind is not ContextKind.INCREMENTAL:
-            i = 0
-            for t in body.topics:
-                rt = resp.topics.add(name=t.name)
-                n = 0
-                for _ in t.partitions:
-                    fields, data = parts[i]
-                    i += 1
-                    if ctx.session is not None:     # a new session: record what it was told
-                        _include(ctx, t.name, fields, data)
-                    rt.partitions.add(**fields)
-                    payloads.append(data)
-                    n += len(data)
-                if n:
-                    out[t.name] = out.get(t.name, 0) + n
-            return Reply(resp, payloads)
+        answered = _incremental_answer(ctx, parts) if ctx.kind is ContextKind.INCREMENTAL \
+            else _full_answer(body, ctx, parts)
         rt = None
-        n = 0
-        for (topic, _), part in zip(ctx.entries, parts):
-            if part is None:
-                continue
-            fields, data = part
-            if not _include(ctx, topic, fields, data):
-                continue
+        for topic, fields, data in answered:
             if rt is None or rt.name != topic:
-                if n:
-                    out[rt.name] = out.get(rt.name, 0) + n
                 rt = resp.topics.add(name=topic)
-                n = 0
             rt.partitions.add(**fields)
             payloads.append(data)
-            n += len(data)
-        if n:
-            out[rt.name] = out.get(rt.name, 0) + n
+            if data:
+                out[topic] = out.get(topic, 0) + len(data)
         return Reply(resp, payloads)
+
+
+def _full_answer(body, ctx: FetchContext, parts):
+    """(topic, fields, data) of every partition, in request order; a full fetch that opened a
+    session records what the session was told."""
+    i = 0
+    for t in body.topics:
+        for _ in t.partitions:
+            fields, data = parts[i]
+            i += 1
+            if ctx.session is not None:
+                _include(ctx, t.name, fields, data)
+            yield t.name, fields, data
+
+
+def _incremental_answer(ctx: FetchContext, parts):
+    """(topic, fields, data) of the session's partitions it must hear about, in session order."""
+    for (topic, _), part in zip(ctx.entries, parts):
+        if part is not None and _include(ctx, topic, part[0], part[1]):
+            yield topic, part[0], part[1]
 
 
 def _include(ctx: FetchContext, topic: str, fields: dict, data) -> bool:
