@@ -21,7 +21,7 @@ from test_replication_node import (  # noqa: F401 (cluster: a fixture used here)
     WAIT_S, ControllerStandIn, Node, cluster, wait_until)
 
 from riverbed import errors
-from riverbed._proto.v1 import controller_pb2, fetch_pb2, produce_pb2
+from riverbed._proto.v1 import fetch_pb2, produce_pb2
 from riverbed.records import build_batch, decode_batches
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.client import Channel
@@ -47,21 +47,7 @@ def fleet(cluster, free_ports):
 
 def leader_and_isr(ctl: ControllerStandIn, node: Node, tps, replicas, leaders) -> None:
     """One LEADER_AND_ISR naming every partition in `tps` with the stand-in's state."""
-    req = controller_pb2.LeaderAndIsrRequest(controller_id=100,
-                                             controller_epoch=ctl.controller_epoch)
-    with ctl.lock:
-        for tp in tps:
-            st = ctl.state[tp]
-            req.partitions.add(topic=tp[0], partition=tp[1],
-                               controller_epoch=ctl.controller_epoch, leader=st["leader"],
-                               leader_epoch=st["leader_epoch"], isr=st["isr"],
-                               zk_version=st["zk_version"], replicas=replicas)
-    for n in leaders:
-        req.live_leaders.add(node_id=n.broker_id, host="127.0.0.1", port=n.port,
-                             endpoint=n.endpoint)
-    with Channel(node.endpoint) as ch:
-        body = ch.call(ApiKey.LEADER_AND_ISR, req, timeout_ms=10000).body
-    assert body.error_code == NONE and all(p.error_code == NONE for p in body.partitions), body
+    ctl.leader_and_isr(node, replicas, leaders, tps=tps)
 
 
 def produce(node: Node, tps, value: bytes, timeout_ms=10000):

@@ -109,20 +109,25 @@ class ControllerStandIn:
                 st.update(leader=leader, leader_epoch=st["leader_epoch"] + 1, isr=list(isr),
                           zk_version=st["zk_version"] + 1)
 
-    def leader_and_isr(self, node: Node, replicas: list[int], leaders: list[Node], tp=TP):
-        with self.lock:
-            st = dict(self.state[tp])
+    def leader_and_isr(self, node: Node, replicas: list[int], leaders: list[Node], tp=TP, *,
+                       tps=None):
+        """One LEADER_AND_ISR to `node` naming `tp` (or every partition in `tps`) with this
+        stand-in's state."""
         req = controller_pb2.LeaderAndIsrRequest(controller_id=100,
                                                  controller_epoch=self.controller_epoch)
-        req.partitions.add(topic=tp[0], partition=tp[1], controller_epoch=self.controller_epoch,
-                           leader=st["leader"], leader_epoch=st["leader_epoch"], isr=st["isr"],
-                           zk_version=st["zk_version"], replicas=replicas)
+        with self.lock:
+            for p in tps or [tp]:
+                st = self.state[p]
+                req.partitions.add(topic=p[0], partition=p[1],
+                                   controller_epoch=self.controller_epoch, leader=st["leader"],
+                                   leader_epoch=st["leader_epoch"], isr=st["isr"],
+                                   zk_version=st["zk_version"], replicas=replicas)
         for n in leaders:
             req.live_leaders.add(node_id=n.broker_id, host="127.0.0.1", port=n.port,
                                  endpoint=n.endpoint)
         with Channel(node.endpoint) as ch:
             body = ch.call(ApiKey.LEADER_AND_ISR, req, timeout_ms=10000).body
-        assert body.error_code == NONE and body.partitions[0].error_code == NONE, body
+        assert body.error_code == NONE and all(p.error_code == NONE for p in body.partitions), body
 
 
 @pytest.fixture
