@@ -201,6 +201,13 @@ class CachedPartition:
         return cls(p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
                    p.log_start_offset, p.last_fetched_epoch)
 
+    def told(self, high_watermark: int, log_start_offset: int, leader_epoch: int) -> bool:
+        """Whether these are the high watermark, log start offset and leader epoch this
+        session was last told."""
+        return (self.told_high_watermark == high_watermark
+                and self.told_log_start_offset == log_start_offset
+                and self.told_leader_epoch == leader_epoch)
+
     def update(self, p) -> None:
         self.fetch_offset = p.fetch_offset
         self.partition_max_bytes = p.partition_max_bytes
@@ -256,13 +263,9 @@ class FetchContext:
             return self.kind is not ContextKind.INCREMENTAL
         must = self.kind is not ContextKind.INCREMENTAL or has_data or error_code != NONE \
             or diverging
-        if cp.told_high_watermark != high_watermark:
+        if not cp.told(high_watermark, log_start_offset, leader_epoch):
             cp.told_high_watermark = high_watermark
-            must = True
-        if cp.told_log_start_offset != log_start_offset:
             cp.told_log_start_offset = log_start_offset
-            must = True
-        if cp.told_leader_epoch != leader_epoch:
             cp.told_leader_epoch = leader_epoch
             must = True
         if must and self.kind is ContextKind.INCREMENTAL:

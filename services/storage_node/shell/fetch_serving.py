@@ -172,9 +172,8 @@ class FetchServing:
                 leo = log_access.log_end_offset(plog)
                 lso = log_access.log_start_offset(plog)
                 upper = leo if is_follower else hw
-                if incremental and upper <= p.fetch_offset <= leo and p.fetch_offset >= lso \
-                        and p.told_high_watermark == hw and p.told_log_start_offset == lso \
-                        and p.told_leader_epoch == r.leader_epoch:
+                if incremental and lso <= p.fetch_offset and upper <= p.fetch_offset <= leo \
+                        and p.told(hw, lso, r.leader_epoch):
                     out.append(None)            # idle, and nothing new to tell
                     continue
             fields = dict(partition=p.partition, error_code=NONE, error_message="",

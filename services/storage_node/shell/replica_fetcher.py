@@ -88,7 +88,6 @@ class ReplicaFetcher:
         self._call: asyncio.Future | None = None
         self._fetching: frozenset = frozenset()
         self._interrupted = False
-        self.interruptions = 0
         # Partitions whose last answer was an error, left out of the fetches until then
         # (loop time): Kafka's delayPartitions(replica.fetch.backoff.ms). The others go on.
         self._delayed: dict = {}
@@ -111,7 +110,6 @@ class ReplicaFetcher:
         if call is None or call.done():
             return
         self._interrupted = True
-        self.interruptions += 1
         call.cancel()
 
     def _rejoin(self, tp) -> None:
