@@ -154,17 +154,9 @@ def _riverbed_rows(bootstrap: str, topic: str):
 
 
 def _e2e(bootstrap: str, rate: float, count: int) -> dict[str, float]:
-    from loadgen.repl_bench import _delete, _perf
-    topic = f"rb-hops-e2e-{uuid.uuid4().hex[:6]}"
-    try:
-        s = _perf(["e2e", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records",
-                   str(count), "--throughput", str(int(rate)), "--record-size", "100", "--acks",
-                   "1", "--partition", "0", "--fetch-min-bytes", "1", "--create-topic",
-                   "--partitions", "1", "--replication-factor", "1", "--reporting-interval",
-                   "60000", "--no-progress"])
-    finally:
-        _delete(bootstrap, topic)
-    lat = dict(s.latency_ms)
+    """repl_bench's e2e row (riverbed-perf e2e, acks=1, RF 1, 1 partition) at `rate`."""
+    from loadgen.repl_bench import _e2e as e2e_row
+    lat = e2e_row(bootstrap, int(rate), count)["latency_ms"]
     return {"p50": lat["p50"], "p95": lat["p95"], "p99": lat["p99"],
             "p99.9": lat["p99_9"], "max": lat["max"]}
 
