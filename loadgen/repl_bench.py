@@ -15,10 +15,11 @@ Rows (a round runs each once, back to back; with --rounds R the medians are prin
 - acks=1, RF 1, 3 partitions (the baseline) and acks=all, RF 3, min.insync.replicas 2,
   3 partitions, idempotent (the default with acks=all): ratio = acks=all ÷ acks=1. Also acks=1
   at RF 3 (the same replication work, nobody waits for it; its CPU counted until the followers
-  caught up): acks=all ÷ that is what waiting for the followers costs. With its own fleet, each of these rows also gets the CPU seconds per
-  million records of the client, the gateway, the storage nodes and the other services
-  (loadgen.proc_cpu) and the cores busy meanwhile: when both rows keep the cores busy, CPU per
-  record(acks=1 RF 1) ÷ CPU per record(acks=all RF 3) is the most the ratio can be on them.
+  caught up): acks=all ÷ that is what waiting for the followers costs. With its own fleet, each
+  of these rows also gets the CPU seconds per million records of the client, the gateway, the
+  storage nodes and the other services (loadgen.proc_cpu) and the cores busy meanwhile: when
+  both rows keep the cores busy, CPU per record(acks=1 RF 1) ÷ CPU per record(acks=all RF 3) is
+  the most the ratio can be on them.
 - 1 KiB records, acks=1, RF 1, 1 partition: defaults against tuned (batch.size 262144,
   linger.ms 5): ratio = defaults ÷ tuned (MB/s).
 - end-to-end latency through the gateway (`riverbed-perf e2e`, acks=1, RF 1, 1 partition,
