@@ -94,8 +94,21 @@ def client_kwargs(cls: Callable, props: Mapping[str, str]) -> dict[str, Any]:
             raise PropertyError(f"unknown property {key!r} for {cls.__name__}; known: "
                                 f"{', '.join(known)}")
         default = params[name].default
-        out[name] = _convert(name, raw, None if default is inspect.Parameter.empty else default)
+        default = None if default is inspect.Parameter.empty else default
+        if default is None:
+            default = _annotated_default(params[name].annotation)
+        out[name] = _convert(name, raw, default)
     return out
+
+
+_ANNOTATED = {"bool": False, "int": 0, "float": 0.0}
+
+
+def _annotated_default(annotation: Any) -> Any:
+    """A stand-in default of the type an optional keyword is annotated with (`batch_size_max:
+    int | None = None` -> 0, so "1048576" becomes an int, not a string), or None."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return _ANNOTATED.get(text.split("|")[0].strip())
 
 
 # Direct flags -> Kafka property names (they override --producer-prop).

@@ -114,3 +114,16 @@ def test_optional_boolean_properties_become_booleans():
     from riverbed import Producer
     assert client_kwargs(Producer, {"enable.idempotence": "false"}) == {"enable_idempotence": False}
     assert client_kwargs(Producer, {"enable.idempotence": "true"}) == {"enable_idempotence": True}
+
+
+def test_optional_numeric_properties_become_numbers():
+    # `batch_size_max: int | None = None`: "1048576" once reached the SDK as a string (TypeError
+    # in Producer.__init__)
+    from loadgen.options import PropertyError, client_kwargs
+    from riverbed import Producer
+    assert client_kwargs(Producer, {"batch.size.max": "1048576",
+                                    "delivery.timeout.ms": "30000"}) == {
+        "batch_size_max": 1048576, "delivery_timeout_ms": 30000}
+    with pytest.raises(PropertyError, match="batch.size.max"):
+        client_kwargs(Producer, {"batch.size.max": "big"})
+    assert client_kwargs(Producer, {"client.id": "perf-1"}) == {"client_id": "perf-1"}
