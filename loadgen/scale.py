@@ -4,6 +4,7 @@
     .venv/bin/python -m loadgen.scale                      # full curves (tens of minutes)
     .venv/bin/python -m loadgen.scale --quick              # small points: a smoke test (~2 min)
     .venv/bin/python -m loadgen.scale --json out.json --plot out.png
+    .venv/bin/python -m loadgen.scale --skip-partitions --skip-metadata   # processes, gateways
 
 Starts its own fleet in a temporary directory on free ports (ZooKeeper, 2 controllers, 3 storage
 nodes, up to 4 gateways; no group roles), stops it at the end (by PID), and prints:
@@ -18,6 +19,9 @@ nodes, up to 4 gateways; no group roles), stops it at the end (by PID), and prin
 3. gateways: 1, 2, 4 gateways behind one client pool: 4 producer processes, process i
    bootstrapped to gateway i mod g (a client uses the first gateway of its bootstrap list), all
    started together; throughput is the sum of their rates.
+   Points 1-3 also print the cores each gateway process and the busiest storage node kept busy
+   while the producers sent (/proc): a role's Python runs on one core at a time, so a process
+   near 1.0 is the limit of one process of that role, whatever cores the host has.
 4. metadata: with 1,000 and 10,000 partitions in the cluster (topics of at most 2,000 partitions
    added until the total is reached): topic creation (partitions/s, and topics/s for small
    topics), controller failover (SIGKILL the active controller -> the standby answers a
@@ -103,9 +107,32 @@ def _perf(bootstrap: str, topic: str, records: int, processes: int, out_json: st
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _run_perfs(specs: list[tuple[str, str, int, int]], work: str) -> dict[str, Any]:
+def _fleet_pids(fleet) -> dict[str, list[int]]:
+    """The fleet's Riverbed processes by name (ZooKeeper left out), each its own CPU group."""
+    out = {}
+    for name in fleet.names():
+        rec = fleet.process(name)
+        if rec.pid and rec.role != "zookeeper":
+            out[name] = [rec.pid]
+    return out
+
+
+def _process_cores(pids: dict[str, list[int]], before, seconds: float) -> dict[str, float]:
+    """Cores each fleet process kept busy on average over `seconds` (the producers' sending
+    window: the fleet is all but idle while they start and connect)."""
+    from loadgen import proc_cpu
+    used = proc_cpu.delta(before, proc_cpu.snapshot(pids))
+    return {n: round(c.total / seconds, 2) for n, c in sorted(used.items())}
+
+
+def _run_perfs(specs: list[tuple[str, str, int, int]], work: str,
+               fleet=None) -> dict[str, Any]:
     """Run riverbed-perf processes together; (bootstrap, topic, records, processes) each.
-    The rate is the sum of their rates (they run at the same time)."""
+    The rate is the sum of their rates (they run at the same time). With `fleet`, also the
+    cores each fleet process kept busy meanwhile (_process_cores)."""
+    from loadgen import proc_cpu
+    pids = _fleet_pids(fleet) if fleet is not None else None
+    cpu0 = proc_cpu.snapshot(pids) if pids else None
     procs = []
     for i, (bootstrap, topic, records, processes) in enumerate(specs):
         path = os.path.join(work, f"perf-{time.monotonic_ns()}-{i}.json")
@@ -122,10 +149,13 @@ def _run_perfs(specs: list[tuple[str, str, int, int]], work: str) -> dict[str, A
             raise RuntimeError(f"riverbed-perf failed ({p.returncode}): {err[-2000:]}")
         with open(path) as f:
             results.append(json.load(f))
-    return {"records_per_s": round(sum(r["records_per_sec"] for r in results)),
-            "mb_per_s": round(sum(r["mb_per_sec"] for r in results), 2),
-            "errors": sum(r.get("errors", 0) for r in results),
-            "p99_ms": max(r["latency_ms"].get("p99", 0) for r in results)}
+    out = {"records_per_s": round(sum(r["records_per_sec"] for r in results)),
+           "mb_per_s": round(sum(r["mb_per_sec"] for r in results), 2),
+           "errors": sum(r.get("errors", 0) for r in results),
+           "p99_ms": max(r["latency_ms"].get("p99", 0) for r in results)}
+    if pids:
+        out["process_cores"] = _process_cores(pids, cpu0, max(r["elapsed_s"] for r in results))
+    return out
 
 
 def _replicas_serving(admin, topics: list[tuple[str, int, int]]) -> bool:
@@ -167,7 +197,7 @@ def measure_partitions(fleet, admin, cfg, work) -> list[dict]:
     for n in cfg["partitions"]:
         topic = f"scale-p{n}"
         created_s = _create(admin, [(topic, n, 3)], serving=True)
-        r = _run_perfs([(fleet.gateway_endpoint, topic, cfg["records"], 1)], work)
+        r = _run_perfs([(fleet.gateway_endpoint, topic, cfg["records"], 1)], work, fleet)
         row = {"partitions": n, **r, "create_s": round(created_s, 2)}
         _log(f"partitions {n}: {row}")
         rows.append(row)
@@ -179,7 +209,7 @@ def measure_procs(fleet, admin, cfg, work) -> list[dict]:
     _create(admin, [(topic, 10, 3)], serving=True)
     rows = []
     for k in cfg["procs"]:
-        r = _run_perfs([(fleet.gateway_endpoint, topic, cfg["records"], k)], work)
+        r = _run_perfs([(fleet.gateway_endpoint, topic, cfg["records"], k)], work, fleet)
         row = {"producer_processes": k, **r}
         _log(f"producer processes {k}: {row}")
         rows.append(row)
@@ -193,7 +223,7 @@ def measure_gateways(fleet, admin, cfg, work, gateways: list) -> list[dict]:
     procs = cfg["gateway_procs"]
     for g in cfg["gateways"]:
         specs = [(gateways[i % g], topic, cfg["records"] // procs, 1) for i in range(procs)]
-        r = _run_perfs(specs, work)
+        r = _run_perfs(specs, work, fleet)
         row = {"gateways": g, "producer_processes": procs, **r}
         _log(f"gateways {g}: {row}")
         rows.append(row)
@@ -418,14 +448,15 @@ def _run_in(args, cfg: dict, root: str, out: dict[str, Any] | None) -> dict[str,
         zk = zkmod.connect(fleet.zk_connect, timeout_s=10, create_chroot=False)
         try:
             with Admin([fleet.gateway_endpoint], request_timeout_ms=120000) as admin:
-                if not args.skip_throughput:
+                if not args.skip_throughput and not args.skip_partitions:
                     out["partitions"] = measure_partitions(fleet, admin, cfg, work)
                     out["memory_after_partitions"] = _memory(fleet, mem_names)
                 if not args.skip_throughput and not args.partitions_only:
                     out["producer_processes"] = measure_procs(fleet, admin, cfg, work)
                     out["gateways"] = measure_gateways(fleet, admin, cfg, work, gateways)
                     out["clients"] = measure_clients(fleet, cfg, "scale-procs")
-                existing = (sum(cfg["partitions"]) + 20) if not args.skip_throughput else 0
+                existing = 0 if args.skip_throughput else 20 + (
+                    0 if args.skip_partitions else sum(cfg["partitions"]))
                 if not args.skip_metadata and not args.partitions_only:
                     rf = args.metadata_rf or _metadata_rf(max(cfg["metadata"]))
                     out["metadata"] = measure_metadata(fleet, admin, zk, cfg, existing, rf,
@@ -453,6 +484,24 @@ def _per_replica(before: dict, after: dict, replicas_added: float, key: str) -> 
             for n in before if n.startswith("storage") and replicas_added > 0}
 
 
+def _gateway_cores(row: dict) -> str:
+    """The gateways' cores in a row, busiest first ("0.97" or "0.55+0.51"), or "-"."""
+    cores = sorted((v for n, v in row.get("process_cores", {}).items()
+                    if n.startswith("gateway")), reverse=True)
+    return "+".join(f"{c:.2f}" for c in cores if c >= 0.01) or "-"
+
+
+def _storage_cores(row: dict) -> str:
+    """The busiest storage node's cores in a row, or "-"."""
+    cores = [v for n, v in row.get("process_cores", {}).items() if n.startswith("storage")]
+    return f"{max(cores):.2f}" if cores else "-"
+
+
+CORES_NOTE = ("(gw cores: each gateway process's cores busy while the producers sent, busiest "
+              "first; sn cores: the busiest storage node's. One process runs its Python on one "
+              "core at a time: a gateway near 1.0 is the limit of one gateway process)")
+
+
 def print_report(out: dict[str, Any]) -> None:
     c = out["conditions"]
     print(f"conditions: {c['fleet']}, {c['cpus']} CPUs (shared with other work), "
@@ -461,31 +510,37 @@ def print_report(out: dict[str, Any]) -> None:
           f"ulimit -n {c['open_files_limit']}")
     if c.get("controller_config"):
         print(f"controller settings: {', '.join(c['controller_config'])}")
+    if any(k in out for k in ("partitions", "producer_processes", "gateways")):
+        print(CORES_NOTE)
     if "partitions" in out:
         rows = out["partitions"]
         base = next((r for r in rows if r["partitions"] == 10), rows[0])
         print("\n1. throughput by partition count (one topic, RF 3, acks=all, 1 producer process)")
         print(f"{'partitions':>10} {'records/s':>10} {'MB/s':>7} {'p99 ms':>8} {'÷ 10 parts':>10} "
-              f"{'create s':>8}")
+              f"{'create s':>8} {'gw cores':>9} {'sn cores':>8}")
         for r in rows:
             print(f"{r['partitions']:>10} {r['records_per_s']:>10} {r['mb_per_s']:>7} "
                   f"{r['p99_ms']:>8.1f} {r['records_per_s'] / base['records_per_s']:>10.2f} "
-                  f"{r.get('create_s', 0):>8.2f}")
+                  f"{r.get('create_s', 0):>8.2f} {_gateway_cores(r):>9} {_storage_cores(r):>8}")
     if "producer_processes" in out:
         rows = out["producer_processes"]
         print("\n2. throughput by producer processes (10 partitions, RF 3, acks=all, 1 gateway)")
-        print(f"{'processes':>10} {'records/s':>10} {'MB/s':>7} {'p99 ms':>8} {'÷ 1 proc':>9}")
+        print(f"{'processes':>10} {'records/s':>10} {'MB/s':>7} {'p99 ms':>8} {'÷ 1 proc':>9} "
+              f"{'gw cores':>9} {'sn cores':>8}")
         for r in rows:
             print(f"{r['producer_processes']:>10} {r['records_per_s']:>10} {r['mb_per_s']:>7} "
-                  f"{r['p99_ms']:>8.1f} {r['records_per_s'] / rows[0]['records_per_s']:>9.2f}")
+                  f"{r['p99_ms']:>8.1f} {r['records_per_s'] / rows[0]['records_per_s']:>9.2f} "
+                  f"{_gateway_cores(r):>9} {_storage_cores(r):>8}")
     if "gateways" in out:
         rows = out["gateways"]
         print(f"\n3. throughput by gateways ({rows[0]['producer_processes']} producer processes "
               "spread over the gateways, 10 partitions RF 3, acks=all)")
-        print(f"{'gateways':>10} {'records/s':>10} {'MB/s':>7} {'p99 ms':>8} {'÷ 1 gw':>7}")
+        print(f"{'gateways':>10} {'records/s':>10} {'MB/s':>7} {'p99 ms':>8} {'÷ 1 gw':>7} "
+              f"{'gw cores':>19} {'sn cores':>8}")
         for r in rows:
             print(f"{r['gateways']:>10} {r['records_per_s']:>10} {r['mb_per_s']:>7} "
-                  f"{r['p99_ms']:>8.1f} {r['records_per_s'] / rows[0]['records_per_s']:>7.2f}")
+                  f"{r['p99_ms']:>8.1f} {r['records_per_s'] / rows[0]['records_per_s']:>7.2f} "
+                  f"{_gateway_cores(r):>19} {_storage_cores(r):>8}")
     if "metadata" in out:
         md = out["metadata"]
         st = md["small_topics"]
@@ -588,6 +643,9 @@ def parse_args(argv):
     ap.add_argument("--partitions-only", action="store_true",
                     help="the partition curve alone (1, 10, 100, 1,000 partitions): no producer "
                          "process, gateway, client or metadata points")
+    ap.add_argument("--skip-partitions", action="store_true",
+                    help="no partition curve (its 1,000-partition topic is the slow part): the "
+                         "producer-process, gateway and client points, then the metadata points")
     ap.add_argument("--skip-metadata", action="store_true")
     ap.add_argument("--skip-node-failover", action="store_true",
                     help="metadata points: controller failover only (no storage-node kill, "

@@ -28,6 +28,12 @@ def test_scale_quick_runs_every_section(tmp_path, capsys):
     assert [r["gateways"] for r in doc["gateways"]] == scale.QUICK["gateways"]
     for row in doc["partitions"] + doc["producer_processes"] + doc["gateways"]:
         assert row["records_per_s"] > 0 and row["errors"] == 0, row
+        # every fleet process's cores busy meanwhile (ZooKeeper left out)
+        assert {"gateway-1", "storage-1", "storage-2", "storage-3"} <= set(row["process_cores"])
+        assert not any(n.startswith("zookeeper") for n in row["process_cores"]), row
+    assert sum(r["process_cores"]["gateway-1"]
+               for r in doc["partitions"] + doc["producer_processes"]) > 0
+    assert "gw cores" in text
     points = doc["metadata"]["points"]
     assert [p["partitions_in_cluster"] >= t for p, t in zip(points, scale.QUICK["metadata"])] \
         == [True] * len(scale.QUICK["metadata"])
