@@ -100,6 +100,7 @@ class ShardedService:
                 log.info("[%s] serving on %s", self.name, server.bound_endpoint)
                 await stop.wait()
                 log.info("[%s] stopping", self.name)
+                await self._answer_now(self.stopping())
                 for t in tasks:
                     t.cancel()
         finally:
@@ -111,6 +112,21 @@ class ShardedService:
 
     def register_metrics(self, tel: Telemetry) -> None:
         """The role's own instruments (groups per state, lag, ...)."""
+
+    def stopping(self) -> list:
+        """The core's effects when the instance stops (a role whose core parks requests answers
+        them here, while the server can still send the replies)."""
+        return []
+
+    async def _answer_now(self, effects: list) -> None:
+        """Perform `effects` and let the handlers of the requests they answer send their
+        replies (each needs one turn of the loop) before the server is closed."""
+        answered = [e.request_id for e in effects if isinstance(e, Reply)]
+        self._perform(effects)
+        for _ in range(10):
+            if not any(rid in self._waiters for rid in answered):
+                return
+            await asyncio.sleep(0)
 
     def background(self) -> list:
         """The role's own background coroutines, run beside the server until stop."""
