@@ -91,7 +91,7 @@ class Consumer:
                  bootstrap: str | Sequence[str] | None = None,
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000,
-                 max_poll_interval_ms: int = 300000,
+                 max_poll_interval_ms: int = 300000, heartbeat_long_poll: bool = True,
                  partition_assignment_strategy: str | Sequence[str] = ("range",),
                  security_protocol: str | None = None, curve_secret_key_file: str | None = None,
                  curve_server_public_key: str | None = None,
@@ -150,7 +150,8 @@ class Consumer:
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 max_poll_interval_ms=max_poll_interval_ms, enable_auto_commit=enable_auto_commit,
                 auto_commit_interval_ms=auto_commit_interval_ms, strategies=strategies,
-                retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms)
+                retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms,
+                heartbeat_long_poll=heartbeat_long_poll)
             self._group.metrics = self._metrics
             if topics:
                 self.subscribe(topics)

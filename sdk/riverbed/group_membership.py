@@ -21,6 +21,18 @@ Everything happens inside `Consumer.poll()` (and commit/close), on the caller's 
 - Heartbeats every `heartbeat_interval_ms` while STABLE: the application must call poll() within
   `session_timeout_ms` (Kafka's old single-thread rule; poll() bounds its own waits by the next
   heartbeat). `max_poll_interval_ms` is sent as the rebalance timeout.
+- Heartbeats are long polls (`heartbeat_long_poll`, on by default): each HEARTBEAT asks the
+  coordinator to hold it up to `heartbeat_interval_ms` (max_wait_ms) and is sent without waiting
+  on the coordinator channel; its answer is picked up by a later poll (at most
+  _HEARTBEAT_ANSWER_POLL_MS apart while one is in flight). The coordinator answers at once when
+  the group starts rebalancing, so a member learns of a rebalance (say, a dead member's session
+  expired) the moment it begins, not at its next heartbeat. The next HEARTBEAT goes out when the
+  answer came and at least `heartbeat_interval_ms` after the previous one was sent: at once after
+  a held answer, after the usual interval after an immediate one (a coordinator that predates
+  max_wait_ms, or an error), so the cadence is never faster than Kafka's. Commits, joins and
+  LeaveGroup are pipelined beside a held heartbeat on the same DEALER, never behind it; a
+  heartbeat still in flight when a join starts, the member leaves or the coordinator is lost is
+  forgotten (its late answer is dropped).
 - Auto-commit (enable_auto_commit): every `auto_commit_interval_ms` inside poll (async), before a
   rebalance and at close (sync): the positions, i.e. after the records poll() returned before.
 - Commits: `commit_sync` retries OFFSETS_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
@@ -96,6 +108,10 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 _REQUEST_TIMED_OUT = E.Value("REQUEST_TIMED_OUT")
 # While a cooperative join is in flight, poll() looks for its answer at least this often.
 _BACKGROUND_JOIN_POLL_MS = 10.0
+# While a long-polled heartbeat is in flight, poll() looks for its answer at least this often:
+# a rebalance is noticed this much after the coordinator said so, at most (poll() waits on the
+# fetch channel, not on the coordinator's), for ~20 cheap wake-ups a second.
+_HEARTBEAT_ANSWER_POLL_MS = 50.0
 
 # ------------------------------------------------------------------------------- membership
 
@@ -114,7 +130,7 @@ class GroupMembership(CommittedOffsets):
                  max_poll_interval_ms: int = 300000, enable_auto_commit: bool = True,
                  auto_commit_interval_ms: int = 5000,
                  strategies: Sequence[str] = ("range",), retry_backoff_ms: int = 100,
-                 request_timeout_ms: int = 30000,
+                 request_timeout_ms: int = 30000, heartbeat_long_poll: bool = True,
                  clock: Callable[[], float] | None = None,
                  sleep: Callable[[float], None] | None = None):
         if not group_id:
@@ -136,6 +152,7 @@ class GroupMembership(CommittedOffsets):
         self.cooperative = bool(self.strategies) and all(s in COOPERATIVE for s in self.strategies)
         self.retry_backoff_ms = retry_backoff_ms
         self.request_timeout_ms = request_timeout_ms
+        self.heartbeat_long_poll = heartbeat_long_poll
         self._clock = clock or (lambda: time.monotonic() * 1000.0)
         self._sleep = sleep or time.sleep
         # subscription
@@ -158,6 +175,13 @@ class GroupMembership(CommittedOffsets):
         self._coordinator_endpoint: str | None = None
         self._next_heartbeat_ms = 0.0
         self.last_heartbeat_ok_ms = 0.0
+        # the HEARTBEAT in flight: its correlation id, when it was sent, the wait it asked for,
+        # and its answer once read (kept until acted upon: reading and acting are apart, as
+        # acting may close the channel being read)
+        self._hb_corr: int | None = None
+        self._hb_sent_ms = 0.0
+        self._hb_wait_ms = 0
+        self._hb_response = None
         self._next_auto_commit_ms = 0.0
         self._paused_across_rebalance: set[TopicPartition] = set()
         self._no_committed: set[TopicPartition] = set()     # OFFSET_FETCH said none: reset policy
@@ -217,6 +241,7 @@ class GroupMembership(CommittedOffsets):
         caller's poll; the deadline is taken on this object's own clock (never mix clocks)."""
         self._drain_async_commits()
         if self.subscribed:
+            self._receive_heartbeat()       # a held answer may say: rebalance now
             if self.cooperative and self.state is MemberState.STABLE and \
                     (self.rejoin_needed or self._bg_steps is not None):
                 self._background_join()     # KIP-429: owned partitions keep being fetched
@@ -226,7 +251,7 @@ class GroupMembership(CommittedOffsets):
             now = self._clock()
             if self._bg_steps is not None:
                 pass                        # no heartbeat or commit of the old generation now
-            elif now >= self._next_heartbeat_ms:
+            elif now >= self._next_heartbeat_ms and self._hb_corr is None:
                 self.heartbeat()
             if (self.enable_auto_commit and self.state is MemberState.STABLE
                     and not self.rejoin_needed and self._clock() >= self._next_auto_commit_ms):
@@ -244,12 +269,15 @@ class GroupMembership(CommittedOffsets):
         if self.rejoin_needed or self.state is not MemberState.STABLE:
             return 0.0
         due = self._next_heartbeat_ms
+        if self._hb_corr is not None:       # look for the held heartbeat's answer
+            due = self._clock() + _HEARTBEAT_ANSWER_POLL_MS
         if self.enable_auto_commit:
             due = min(due, self._next_auto_commit_ms)
         return max(due - self._clock(), 0.0)
 
     # -- coordinator -----------------------------------------------------------------------
     def _coordinator_lost(self, reason: str) -> None:
+        self._forget_heartbeat()            # its answer will not come on a closed channel
         if self._bg_steps is not None:      # its answer will not come on a closed channel
             self._bg_steps, self._bg_corr, self._bg_response = None, None, None
             self._bg_next_ms = self._clock() + self.retry_backoff_ms
@@ -339,6 +367,7 @@ class GroupMembership(CommittedOffsets):
 
     # -- join / sync -----------------------------------------------------------------------
     def _reset_generation(self) -> None:
+        self._forget_heartbeat()
         self.member_id = ""
         self.generation_id = -1
         self.protocol = None
@@ -355,6 +384,7 @@ class GroupMembership(CommittedOffsets):
     def _prepare_rejoin(self) -> None:
         """Before JoinGroup (Kafka's eager onJoinPrepare): commit, revoke, clear. Cooperative
         members revoke nothing here: _complete_join revokes what the new assignment lacks."""
+        self._forget_heartbeat()            # of the generation being left: its answer is stale
         if self.state is MemberState.STABLE and not self.cooperative:
             owned = set(self.assigned)
             member_valid = self.generation_id >= 0 and bool(self.member_id)
@@ -483,6 +513,7 @@ class GroupMembership(CommittedOffsets):
             if now < self._bg_next_ms:
                 return
             self._last_owned = self.assigned
+            self._forget_heartbeat()        # the join ends this generation's heartbeats
             try:
                 self.ensure_coordinator(now + self.retry_backoff_ms)
             except errors.KafkaError as e:
@@ -543,6 +574,8 @@ class GroupMembership(CommittedOffsets):
     def _unmatched_response(self, resp) -> None:
         if self._bg_corr is not None and resp.correlation_id == self._bg_corr:
             self._bg_response = resp
+        elif self._hb_corr is not None and resp.correlation_id == self._hb_corr:
+            self._hb_response = resp
 
     def _lose_partitions(self) -> None:
         """The generation is gone while partitions were owned (cooperative): they may belong to
@@ -592,33 +625,84 @@ class GroupMembership(CommittedOffsets):
         # positions: init_positions() from poll (a failure there must not cause a rejoin)
 
     # -- heartbeat / leave -----------------------------------------------------------------
+    @property
+    def heartbeat_in_flight(self) -> bool:
+        """True while a HEARTBEAT waits for its answer (a long poll the coordinator may hold)."""
+        return self._hb_corr is not None
+
     def heartbeat_if_due(self) -> None:
-        """A HEARTBEAT if one is due while this member is stable (nothing else: no join, no
-        commit). For a client whose application may be idle between polls (riverbed.aio's
-        consumer sends them from a task of its loop, as aiokafka does)."""
-        if (self.subscribed and self.state is MemberState.STABLE and not self.rejoin_needed
-                and self._bg_steps is None and self._clock() >= self._next_heartbeat_ms):
+        """Act on a heartbeat's answer that arrived, and send a HEARTBEAT if one is due while
+        this member is stable (nothing else: no join, no commit). For a client whose application
+        may be idle between polls (riverbed.aio's consumer runs it from a task of its loop, as
+        aiokafka sends heartbeats)."""
+        if not self.subscribed:
+            return
+        self._receive_heartbeat()
+        if (self.state is MemberState.STABLE and not self.rejoin_needed
+                and self._bg_steps is None and self._hb_corr is None
+                and self._clock() >= self._next_heartbeat_ms):
             self.heartbeat()
 
     def heartbeat(self) -> int:
-        """One HEARTBEAT; returns its error code (also acted upon)."""
+        """Send one HEARTBEAT (a long poll unless heartbeat_long_poll is off) and act on its
+        answer if it is already there; returns the error code acted upon (0 while the answer is
+        still to come: a later poll() or heartbeat_if_due() acts on it)."""
+        if self._hb_corr is not None:
+            return 0                        # one at a time: the next follows its answer
         now = self._clock()
+        # the earliest next one, also when the answer comes sooner (never faster than Kafka's)
         self._next_heartbeat_ms = now + self.heartbeat_interval_ms
         if self.state is not MemberState.STABLE:
             return 0
+        wait_ms = self.heartbeat_interval_ms if self.heartbeat_long_poll else 0
         try:
-            self.ensure_coordinator(now + self.heartbeat_interval_ms)
-            sent = self._clock()
-            resp = self._call(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest(
-                group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id),
-                timeout_ms=min(self.request_timeout_ms, self.session_timeout_ms // 2))
-            answered = self._clock()
-            self.metrics.heartbeat(answered - sent, answered)
-            code = resp.error_code
+            conn = self.ensure_coordinator(now + self.heartbeat_interval_ms)
+            self._hb_sent_ms = self._clock()
+            self._hb_wait_ms = wait_ms
+            self._hb_corr = conn.channel.send(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest(
+                group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
+                max_wait_ms=wait_ms),
+                timeout_ms=wait_ms + min(self.request_timeout_ms, self.session_timeout_ms // 2))
         except errors.KafkaError as e:
-            code = e.code
+            return self._heartbeat_answered(e.code, now)
+        return self._receive_heartbeat()
+
+    def _receive_heartbeat(self) -> int:
+        """Read what arrived on the coordinator channel (async commits are completed) and act on
+        the heartbeat's answer if it is there; its error code, or 0."""
+        if self._hb_corr is None:
+            return 0
+        if self._hb_response is None and self._conn is not None:
+            chan = self._conn.channel
+            # (an async commit's answer may close the channel: coordinator lost)
+            while self._hb_response is None and self._hb_corr is not None and not chan.closed:
+                resp = chan.recv(0)
+                if resp is None:
+                    break
+                self._commit_answered(resp)   # the heartbeat's answer lands in _hb_response
+        resp, self._hb_response = self._hb_response, None
+        if resp is None:
+            return 0
+        self._hb_corr = None
+        answered = self._clock()
+        if resp.ok:
+            code = resp.body.error_code
+            # the time beyond the wait the coordinator was asked to hold it (Kafka's response time)
+            elapsed = answered - self._hb_sent_ms
+            self.metrics.heartbeat(elapsed - min(elapsed, self._hb_wait_ms), answered)
+        else:
+            code = resp.error_code
+        return self._heartbeat_answered(code, answered)
+
+    def _forget_heartbeat(self) -> None:
+        """Stop waiting for the HEARTBEAT in flight (its answer, if it comes, is dropped)."""
+        self._hb_corr = None
+        self._hb_response = None
+
+    def _heartbeat_answered(self, code: int, now: float) -> int:
+        """Act on a heartbeat's error code (0 = the session goes on)."""
         if code == 0:
-            self.last_heartbeat_ok_ms = self._clock()
+            self.last_heartbeat_ok_ms = now
         elif code in (_REBALANCE, _ILLEGAL_GENERATION):
             log.info("[group=%s gen=%d] heartbeat: %s: rejoining", self.group_id,
                      self.generation_id, E.Name(code))
@@ -638,7 +722,9 @@ class GroupMembership(CommittedOffsets):
         return code
 
     def leave_group(self) -> None:
-        """LEAVE_GROUP once (errors ignored: the session would expire anyway)."""
+        """LEAVE_GROUP once (errors ignored: the session would expire anyway). Pipelined beside a
+        held heartbeat, not behind it: the coordinator answers that one too when we leave."""
+        self._forget_heartbeat()
         if self.member_id and self._conn is not None:
             try:
                 self._call(ApiKey.LEAVE_GROUP, group_pb2.LeaveGroupRequest(

@@ -32,6 +32,10 @@ from services.common.sharded_role import (
 )
 
 log = logging.getLogger(__name__)
+# On stop, how long replies the core gave at the last moment (parked heartbeats) get to leave
+# the socket before it closes: libzmq writes them from its I/O thread within milliseconds; this
+# leaves room on a loaded machine and delays only a stop that had something to answer.
+STOP_REPLY_FLUSH_S = 0.2
 
 
 def now_ms() -> int:
@@ -100,6 +104,7 @@ class ShardedService:
                 log.info("[%s] serving on %s", self.name, server.bound_endpoint)
                 await stop.wait()
                 log.info("[%s] stopping", self.name)
+                await self._answer_now(self.stopping())
                 for t in tasks:
                     t.cancel()
         finally:
@@ -111,6 +116,25 @@ class ShardedService:
 
     def register_metrics(self, tel: Telemetry) -> None:
         """The role's own instruments (groups per state, lag, ...)."""
+
+    def stopping(self) -> list:
+        """The core's effects when the instance stops (a role whose core parks requests answers
+        them here, while the server can still send the replies)."""
+        return []
+
+    async def _answer_now(self, effects: list) -> None:
+        """Perform `effects` and let the handlers of the requests they answer send their
+        replies (each needs one turn of the loop), then give libzmq's I/O thread the time to
+        write them out: the server's socket closes with LINGER 0, dropping what is still queued."""
+        answered = [e.request_id for e in effects if isinstance(e, Reply)]
+        self._perform(effects)
+        if not answered:
+            return
+        for _ in range(10):
+            if not any(rid in self._waiters for rid in answered):
+                break
+            await asyncio.sleep(0)
+        await asyncio.sleep(STOP_REPLY_FLUSH_S)
 
     def background(self) -> list:
         """The role's own background coroutines, run beside the server until stop."""

@@ -23,6 +23,12 @@ class GroupCoordinatorConfig(ShardedRoleConfig):
     # long (at most the rebalance timeout) so members starting together land in one generation
     # instead of one rebalance each.
     group_initial_rebalance_delay_ms: int = 3000
+    # Riverbed: heartbeats parked at once at most (HeartbeatRequest.max_wait_ms, a long poll that
+    # tells members of a rebalance the moment it starts). A parked heartbeat holds one of the
+    # queued.max.requests request slots, as a parked join or sync does: half of its default
+    # leaves the other half to joins, syncs and everything else. Past it a heartbeat is answered
+    # at once, as Kafka's are; 0 never parks one.
+    group_max_parked_heartbeats: int = 250
 
     def __post_init__(self) -> None:
         ShardedRoleConfig.__post_init__(self)
@@ -34,3 +40,5 @@ class GroupCoordinatorConfig(ShardedRoleConfig):
             raise ValueError("group.initial.rebalance.delay.ms must be >= 0")
         if self.group_max_size < 1:
             raise ValueError("group.max.size must be >= 1")
+        if not 0 <= self.group_max_parked_heartbeats < self.queued_max_requests:
+            raise ValueError("group.max.parked.heartbeats must be >= 0 and below queued.max.requests")

@@ -1,6 +1,7 @@
 """Measurements for the consumer-group note (not a test): run by hand.
 
     .venv/bin/python tests/integration/group_failover_bench.py [--runs 5] [--commits 1000]
+        [--session-timeout-ms 6000] [--heartbeat-interval-ms 1000]
 
 Starts a local fleet (1 controller, 3 storage nodes, 1 group coordinator, 1 offset manager,
 1 gateway) in a temp dir, then
@@ -81,7 +82,14 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--commits", type=int, default=1000)
+    ap.add_argument("--session-timeout-ms", type=int, default=t.SESSION_TIMEOUT_MS,
+                    help="the members' session.timeout.ms (the SDK's default is 10000)")
+    ap.add_argument("--heartbeat-interval-ms", type=int, default=t.HEARTBEAT_MS,
+                    help="the members' heartbeat.interval.ms (the SDK's default is 3000)")
     args = ap.parse_args()
+    # the members (threads and the subprocess) read these module settings when they start
+    t.SESSION_TIMEOUT_MS = args.session_timeout_ms
+    t.HEARTBEAT_MS = args.heartbeat_interval_ms
     with tempfile.TemporaryDirectory(dir=os.environ.get("GROUP_BENCH_DIR")) as d:
         fleet = Fleet(d, free_base_port(), storage_nodes=3, controllers=1, gateways=1)
         try:

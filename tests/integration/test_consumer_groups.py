@@ -1,7 +1,8 @@
 """Consumer groups on a real fleet (ZooKeeper, controller, 3 storage nodes, group coordinator,
 offset manager, gateway): three members share a 6-partition topic two partitions each; a member
 in its own process is SIGKILLed and its partitions are consumed again, at least once, with no
-gap; `riverbed groups describe` shows committed offsets, log end offsets and lag;
+gap; with long heartbeat intervals the survivors take them over as soon as the dead member's
+session expires (long-polled heartbeats), not at their next heartbeat; `riverbed groups describe` shows committed offsets, log end offsets and lag;
 `reset-offsets --to-earliest` on the inactive group makes a new member re-read from 0."""
 from __future__ import annotations
 
@@ -77,13 +78,15 @@ def produce(bootstrap, topic, per_partition, partitions=PARTITIONS):
 class Member(threading.Thread):
     """A group member on a thread: commits after processing each poll's records."""
 
-    def __init__(self, bootstrap, group, name):
+    def __init__(self, bootstrap, group, name, *, topic=TOPIC, session_timeout_ms=None,
+                 heartbeat_interval_ms=None):
         super().__init__(name=name, daemon=True)
         self.consumer = Consumer(bootstrap=bootstrap, group_id=group, client_id=name,
                                  auto_offset_reset="earliest", enable_auto_commit=False,
-                                 fetch_max_wait_ms=100, session_timeout_ms=SESSION_TIMEOUT_MS,
-                                 heartbeat_interval_ms=HEARTBEAT_MS)
-        self.consumer.subscribe([TOPIC])
+                                 fetch_max_wait_ms=100,
+                                 session_timeout_ms=session_timeout_ms or SESSION_TIMEOUT_MS,
+                                 heartbeat_interval_ms=heartbeat_interval_ms or HEARTBEAT_MS)
+        self.consumer.subscribe([topic])
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
         self.records: list[tuple[int, int, float]] = []     # (partition, offset, when)
@@ -121,12 +124,13 @@ class Member(threading.Thread):
 class ProcMember:
     """group_consumer_proc.py in a subprocess; reads its output on a thread."""
 
-    def __init__(self, bootstrap, group, sleep_ms=20, max_poll_records=20):
+    def __init__(self, bootstrap, group, sleep_ms=20, max_poll_records=20, *, topic=TOPIC,
+                 session_timeout_ms=None, heartbeat_interval_ms=None):
         self.proc = subprocess.Popen(
-            [sys.executable, PROC, ",".join(bootstrap), TOPIC, group, "--sleep-ms", str(sleep_ms),
+            [sys.executable, PROC, ",".join(bootstrap), topic, group, "--sleep-ms", str(sleep_ms),
              "--max-poll-records", str(max_poll_records),
-             "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
-             "--heartbeat-interval-ms", str(HEARTBEAT_MS)],
+             "--session-timeout-ms", str(session_timeout_ms or SESSION_TIMEOUT_MS),
+             "--heartbeat-interval-ms", str(heartbeat_interval_ms or HEARTBEAT_MS)],
             stdout=subprocess.PIPE, text=True)
         self.records: list[tuple[int, int]] = []
         self.assigned: frozenset = frozenset()
@@ -231,6 +235,54 @@ def test_three_members_share_partitions_and_survive_a_sigkill(bootstrap):
         code, _, err = cli(bootstrap, "groups", "reset-offsets", "--group", group, "--topic", TOPIC,
                            "--to-earliest", "--execute")
         assert code == 1 and "inactive" in err
+    finally:
+        proc.stop()
+        for m in members:
+            m.stop()
+
+
+def test_survivors_take_over_when_the_dead_members_session_expires_not_at_their_next_heartbeat(
+        bootstrap):
+    """Long-polled heartbeats (HeartbeatRequest.max_wait_ms): the coordinator answers a held
+    heartbeat the moment the group starts rebalancing. The survivors heartbeat every 5 s
+    (session 15 s); the member SIGKILLed has a 6 s session. All three start the generation
+    together (t0) and the kill comes right after, so the dead member's session ends at about
+    t0 + 6 s. Told at once, the survivors own its partitions soon after; told at their next
+    heartbeat (Kafka's way, this code before the long poll), not before t0 + 10 s, about 4 s
+    late. The bound, the dead member's session plus 2 s, is below the survivors' heartbeat
+    interval and leaves room for the rebalance on a loaded machine."""
+    group, topic = "g-hb-long-poll", "grp-hb"
+    dead_session_ms, session_ms, heartbeat_ms = 6000, 15000, 5000
+    margin_s = 2.0
+    assert margin_s < heartbeat_ms / 1000 - 2       # the old way misses the bound by seconds
+    create_topic(bootstrap, topic, PARTITIONS)
+    produce(bootstrap, topic, 100)
+    proc = ProcMember(bootstrap, group, topic=topic, session_timeout_ms=dead_session_ms,
+                      heartbeat_interval_ms=2000)
+    members = []
+    try:
+        wait_for(lambda: proc.assigned, 60, "the process member's first assignment")
+        members = [Member(bootstrap, group, f"hb-thread-{i}", topic=topic,
+                          session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms)
+                   for i in range(2)]
+        for m in members:
+            m.start()
+
+        def balanced():
+            owned = [proc.assigned] + [m.assigned for m in members]
+            return all(len(o) == 2 for o in owned) and frozenset().union(*owned) == frozenset(range(PARTITIONS))
+        wait_for(balanced, 60, "three members with two partitions each")
+        t_kill = time.monotonic()              # the generation started < 0.5 s ago (t0)
+        proc.kill()
+
+        def reowned():
+            return frozenset().union(*(m.assigned for m in members)) == frozenset(range(PARTITIONS))
+        wait_for(reowned, session_ms / 1000 + 30, "the killed member's partitions to be re-owned")
+        took_s = time.monotonic() - t_kill
+        print(f"\nSIGKILL -> re-owned in {took_s:.2f} s (dead member's session.timeout.ms="
+              f"{dead_session_ms}; survivors' heartbeat.interval.ms={heartbeat_ms})")
+        assert took_s <= dead_session_ms / 1000 + margin_s, \
+            f"re-owned {took_s:.2f} s after the kill: the survivors learned of the rebalance late"
     finally:
         proc.stop()
         for m in members:

@@ -194,6 +194,73 @@ def test_join_sync_assigns_every_partition_once_and_commits_round_trip(fleet, ch
     assert group in {g.group_id for g in listed.groups}
 
 
+def heartbeat(group, gen, member, max_wait_ms):
+    return group_pb2.HeartbeatRequest(group_id=group, generation_id=gen, member_id=member,
+                                      max_wait_ms=max_wait_ms)
+
+
+def answer_to(ch, corr, timeout_s):
+    """The answer to request `corr` and the seconds it took from now (nothing else is in flight)."""
+    t0 = time.monotonic()
+    resp = ch.recv(int(timeout_s * 1000))
+    assert resp is not None, f"no answer in {timeout_s} s"
+    assert resp.header.correlation_id == corr
+    resp.raise_for_error()
+    return resp.body, time.monotonic() - t0
+
+
+def test_a_long_polled_heartbeat_is_held_then_answered_at_once_when_the_group_rebalances(
+        fleet, chan, zk):
+    """HeartbeatRequest.max_wait_ms through the gateway: held for its wait and answered NONE;
+    answered REBALANCE_IN_PROGRESS as soon as a member leaves; answered at once when its
+    coordinator stops (SIGTERM), not when its wait ends. The bounds are halves of the waits."""
+    ensure_topic(chan)
+    group = "g-hb-wait"
+    wait_coordinators_ready(chan, group)
+    assignments, gen = join_three(chan, group)
+    a, b, c = assignments
+    corr = chan.send(ApiKey.HEARTBEAT, heartbeat(group, gen, a, 1500), timeout_ms=30000)
+    body, took = answer_to(chan, corr, 20)
+    assert body.error_code == E.NONE and took >= 1.5 - 0.05       # held for its wait
+    # held (no answer for a while), then another member leaves: told at once
+    corr = chan.send(ApiKey.HEARTBEAT, heartbeat(group, gen, a, 10000), timeout_ms=30000)
+    assert chan.recv(500) is None
+    chan_b = Channel(fleet.gateway_endpoint, client_id="grp-test-b")
+    try:
+        assert call(chan_b, ApiKey.LEAVE_GROUP, group_pb2.LeaveGroupRequest(
+            group_id=group, member_id=c)).error_code == E.NONE
+    finally:
+        chan_b.close()
+    body, took = answer_to(chan, corr, 20)
+    assert body.error_code == E.REBALANCE_IN_PROGRESS and took < 5.0
+    # a Stable group again (a and b rejoin), a held heartbeat, then its coordinator stops
+    corrs = [chan.send(ApiKey.JOIN_GROUP, join_request(group, m), timeout_ms=30000) for m in (a, b)]
+    joins = [answer for answer, _ in (answer_to_any(chan, corrs) for _ in corrs)]
+    assert {j.error_code for j in joins} == {E.NONE}
+    gen = joins[0].generation_id
+    for m in (a, b):
+        assert call(chan, ApiKey.SYNC_GROUP, group_pb2.SyncGroupRequest(
+            group_id=group, generation_id=gen, member_id=m)).error_code == E.NONE
+    victim = owner_of(zk, znodes.GROUP_COORDINATORS, group)
+    corr = chan.send(ApiKey.HEARTBEAT, heartbeat(group, gen, a, 10000), timeout_ms=30000)
+    assert chan.recv(500) is None
+    t0 = time.monotonic()
+    fleet.stop(f"group-coordinator-{victim}")                      # SIGTERM
+    try:
+        body, _ = answer_to(chan, corr, 20)
+        took = time.monotonic() - t0
+        assert body.error_code == E.COORDINATOR_NOT_AVAILABLE and took < 5.0
+    finally:
+        fleet.start(f"group-coordinator-{victim}")
+
+
+def answer_to_any(ch, corrs, timeout_s=30):
+    resp = ch.recv(int(timeout_s * 1000))
+    assert resp is not None and resp.header.correlation_id in corrs
+    resp.raise_for_error()
+    return resp.body, resp.header.correlation_id
+
+
 def test_offset_manager_killed_survivor_serves_committed_offsets(fleet, chan, zk):
     ensure_topic(chan)
     group = "g-om-kill"

@@ -18,7 +18,9 @@ issued while getmany() waits runs when that getmany returns (at most its timeout
 
 Group heartbeats are sent from getone()/getmany() and, while the application does something
 else, from a task of the loop every heartbeat_interval_ms (as aiokafka's); the rejoin after a
-rebalance happens in the next getone()/getmany().
+rebalance happens in the next getone()/getmany(). A heartbeat is a long poll the coordinator
+holds (riverbed.group_membership): while one is in flight the task looks for its answer every
+_HEARTBEAT_ANSWER_POLL_MS, so a rebalance is noticed as soon as it begins.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from riverbed.aio import bridge
 from riverbed.aio.channel import AsyncChannel
 from riverbed.consumer import Consumer as _SyncConsumer
 from riverbed.consumer_groups import ConsumerRebalanceListener
+from riverbed.group_membership import _HEARTBEAT_ANSWER_POLL_MS
 from riverbed.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer", "AIOKafkaConsumer"]
@@ -124,7 +127,10 @@ class Consumer:
         assert core is not None and core._group is not None
         group = core._group
         while not core._closed:
-            await asyncio.sleep(interval_s / 4)
+            if group.heartbeat_in_flight:    # a held heartbeat: its answer may say "rebalance"
+                await asyncio.sleep(min(interval_s / 4, _HEARTBEAT_ANSWER_POLL_MS / 1000.0))
+            else:
+                await asyncio.sleep(interval_s / 4)
             if not self._lock.locked():
                 try:
                     await self._run(group.heartbeat_if_due)

@@ -70,6 +70,21 @@ def error_body(api: int, request, code: int, message: str):
     return resp
 
 
+def fit_heartbeat_wait(request: group_pb2.HeartbeatRequest,
+                       forward_timeout_ms: int) -> group_pb2.HeartbeatRequest:
+    """The HEARTBEAT to forward: its max_wait_ms (how long the coordinator may hold it) capped at
+    half the gateway's own wait for the answer, so a held heartbeat is answered by the
+    coordinator, never timed out here (a client whose header timeout leaves too little room gets
+    a shorter hold, not COORDINATOR_NOT_AVAILABLE). The request itself when it fits."""
+    cap = forward_timeout_ms // 2
+    if request.max_wait_ms <= cap:
+        return request
+    fitted = group_pb2.HeartbeatRequest()
+    fitted.CopyFrom(request)
+    fitted.max_wait_ms = max(cap, 0)
+    return fitted
+
+
 def group_of(api: int, request) -> str:
     return request.group_id
 

@@ -392,12 +392,12 @@ def merge(plan: Plan, replies: Mapping[int, NodeReply]) -> Merged:
 def forward_timeout_ms(api: int, body: Any, header_timeout_ms: int, request_timeout_ms: int) -> int:
     """How long the gateway waits for a leader. The client's header timeout when it gave one,
     less a fifth so the gateway answers (per partition) before the client gives up; otherwise
-    request.timeout.ms plus what the request itself may wait (FETCH max_wait_ms, PRODUCE
-    acks=-1 timeout_ms, an admin request's timeout_ms)."""
+    request.timeout.ms plus what the request itself may wait (FETCH and HEARTBEAT max_wait_ms,
+    PRODUCE acks=-1 timeout_ms, an admin request's timeout_ms)."""
     if header_timeout_ms > 0:
         return max(1, header_timeout_ms - header_timeout_ms // 5)
     extra = 0
-    if api == ApiKey.FETCH:
+    if api in (ApiKey.FETCH, ApiKey.HEARTBEAT):
         extra = body.max_wait_ms
     elif api == ApiKey.PRODUCE:
         extra = body.timeout_ms if body.acks == -1 else 0

@@ -25,7 +25,8 @@ from services.common import rpc, znodes
 from services.gateway.core import authorization as authz
 from services.gateway.core.group_routing import (
     GROUP_COORDINATOR, OFFSET_MANAGER, PER_GROUP_APIS, REROUTE_CODES, error_body,
-    find_coordinator_error, find_coordinator_role, merge_described, merge_listed,
+    find_coordinator_error, find_coordinator_role, fit_heartbeat_wait, merge_described,
+    merge_listed,
 )
 
 if TYPE_CHECKING:
@@ -196,6 +197,8 @@ class GroupRouter:
         if shard is None:
             return rpc.Reply(error_body(req.api, body, E.COORDINATOR_NOT_AVAILABLE,
                                         f"{OFFSETS_TOPIC} does not exist yet"))
+        if req.api == ApiKey.HEARTBEAT:    # a long-polled one: held no longer than we wait
+            body = fit_heartbeat_wait(body, timeout)
         result = await self._call_owner(role, shard, req, body, timeout)
         if isinstance(result, tuple):
             return rpc.Reply(error_body(req.api, body, *result))

@@ -3,6 +3,13 @@
 Surface: `handle(event, now_ms) -> list[Effect]`, `tick(now_ms) -> list[Effect]`,
 `replay(record)` (loading a shard), `check_invariants()`. See README.md for the flows.
 
+Heartbeats may be long-polled (HeartbeatRequest.max_wait_ms > 0): a valid heartbeat of a Stable
+group renews the session on arrival and is then parked on its member, answered NONE by `tick` when
+its wait ends, or at once when the group leaves Stable (REBALANCE_IN_PROGRESS), the member goes
+(UNKNOWN_MEMBER_ID), the shard goes (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS) or the
+coordinator stops (COORDINATOR_NOT_AVAILABLE): survivors learn of a rebalance the moment it
+begins instead of at their next heartbeat.
+
 Riverbed computes assignments here (riverbed.coordinator.assignors) when the join phase
 completes; the new generation is written to __consumer_offsets (partition = the group's shard)
 and only then are the joins answered — the same bytes are applied through `_apply_group_value`,
@@ -27,8 +34,8 @@ from riverbed.errors import ErrorCode as E
 from services.group_coordinator.config import GroupCoordinatorConfig
 from services.group_coordinator.core.effects import AppendRecords, Effect, Reply
 from services.group_coordinator.core.events import (
-    Event, RequestReceived, ShardLoadCompleted, ShardLoadStarted, ShardUnloaded,
-    TopicMetadataChanged, WriteCompleted,
+    CoordinatorStopping, Event, RequestReceived, ShardLoadCompleted, ShardLoadStarted,
+    ShardUnloaded, TopicMetadataChanged, WriteCompleted,
 )
 from services.group_coordinator.core.group import Group, Member, PendingWrite
 from services.group_coordinator.core.states import GroupState
@@ -36,6 +43,10 @@ from services.group_coordinator.core.states import GroupState
 log = logging.getLogger(__name__)
 S = GroupState
 CONSUMER_PROTOCOL_TYPE = "consumer"
+# A parked heartbeat waits at most this fraction of its member's session.timeout.ms: the member's
+# next heartbeat is sent only after the answer, so the wait must leave room for it (Kafka's advice
+# for heartbeat.interval.ms: no more than a third of the session timeout).
+HEARTBEAT_WAIT_SESSION_DIVISOR = 3
 
 
 class InvariantViolation(AssertionError):
@@ -84,6 +95,8 @@ class GroupCoordinatorCore:
         self._writes: dict[int, PendingWrite] = {}
         self._next_write_id = 1
         self._next_retention_check_ms: int | None = None
+        self.parked_heartbeats = 0             # members with a heartbeat_request, over all groups
+        self.stopping = False                  # CoordinatorStopping seen: no heartbeat parks now
 
     # ------------------------------------------------------------------ surface
 
@@ -96,13 +109,19 @@ class GroupCoordinatorCore:
         elif isinstance(event, TopicMetadataChanged):
             self._on_metadata(event, now_ms, out)
         elif isinstance(event, ShardLoadStarted):
-            self._unload(event.shard, out)
+            self._unload(event.shard, out, E.COORDINATOR_LOAD_IN_PROGRESS)
             self.shards[event.shard] = _Shard(loaded=False)
         elif isinstance(event, ShardLoadCompleted):
             self._on_loaded(event.shard, now_ms)
         elif isinstance(event, ShardUnloaded):
-            self._unload(event.shard, out)
+            self._unload(event.shard, out, E.NOT_COORDINATOR)
             self.shards.pop(event.shard, None)
+        elif isinstance(event, CoordinatorStopping):
+            self.stopping = True
+            for group in self.groups.values():
+                for m in group.members.values():
+                    self._answer_heartbeat(m, E.COORDINATOR_NOT_AVAILABLE,
+                                           "the group coordinator is stopping", out)
         else:
             raise TypeError(f"unknown event {event!r}")
         return out
@@ -112,6 +131,9 @@ class GroupCoordinatorCore:
         for group in list(self.groups.values()):
             if not self._loaded(group.shard):
                 continue
+            for m in group.members.values():
+                if m.heartbeat_answer_ms is not None and m.heartbeat_answer_ms <= now_ms:
+                    self._answer_heartbeat(m, E.NONE, "", out)      # its wait ended: all is well
             for m in list(group.members.values()):
                 if (m.join_request is None and m.sync_request is None
                         and m.heartbeat_deadline_ms is not None and m.heartbeat_deadline_ms <= now_ms):
@@ -167,6 +189,17 @@ class GroupCoordinatorCore:
                     _invariant(not (seen & set(m.assignment)), f"group {gid}: partition twice")
                     seen |= set(m.assignment)
                 _invariant(g.leader_id in g.members, f"stable group {gid} without a leader")
+            for m in g.members.values():
+                parked = m.heartbeat_request is not None
+                _invariant(parked == (m.heartbeat_answer_ms is not None),
+                           f"group {gid}: member {m.member_id} parked heartbeat without a deadline")
+                _invariant(not parked or g.state is S.STABLE,
+                           f"group {gid}: a heartbeat parked in state {g.state.value}")
+        parked = sum(m.heartbeat_request is not None for g in self.groups.values()
+                     for m in g.members.values())
+        _invariant(parked == self.parked_heartbeats,
+                   f"{self.parked_heartbeats} parked heartbeats counted, {parked} held by members")
+        _invariant(parked <= self.config.group_max_parked_heartbeats, "too many parked heartbeats")
 
     # ------------------------------------------------------------------ shards
 
@@ -183,10 +216,13 @@ class GroupCoordinatorCore:
                     m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
         log.info("shard %d loaded", shard)
 
-    def _unload(self, shard: int, out: list[Effect]) -> None:
+    def _unload(self, shard: int, out: list[Effect], heartbeat_code: int) -> None:
+        """Forget the shard's groups; what waits is answered (a parked heartbeat with the error a
+        heartbeat arriving now would get)."""
         for gid in [gid for gid, g in self.groups.items() if g.shard == shard]:
             g = self.groups.pop(gid)
             for m in g.members.values():
+                self._answer_heartbeat(m, heartbeat_code, "shard moved", out)
                 if m.join_request is not None:
                     out.append(Reply(m.join_request, self._join_error(E.NOT_COORDINATOR, "shard moved")))
                 if m.sync_request is not None:
@@ -214,8 +250,7 @@ class GroupCoordinatorCore:
         elif isinstance(b, group_pb2.SyncGroupRequest):
             self._sync(ev.request_id, b, now_ms, out)
         elif isinstance(b, group_pb2.HeartbeatRequest):
-            code, msg = self._heartbeat(b, now_ms)
-            out.append(Reply(ev.request_id, group_pb2.HeartbeatResponse(error_code=code, error_message=msg)))
+            self._heartbeat(ev.request_id, b, now_ms, out)
         elif isinstance(b, group_pb2.LeaveGroupRequest):
             code, msg = self._leave(b, now_ms, out)
             out.append(Reply(ev.request_id, group_pb2.LeaveGroupResponse(error_code=code, error_message=msg)))
@@ -376,16 +411,39 @@ class GroupCoordinatorCore:
         else:
             out.append(Reply(rid, self._sync_response(group, member)))
 
-    def _heartbeat(self, req: group_pb2.HeartbeatRequest, now_ms: int) -> tuple[int, str]:
+    def _heartbeat(self, rid: int, req: group_pb2.HeartbeatRequest, now_ms: int,
+                   out: list[Effect]) -> None:
+        """Renew the session and answer, or (max_wait_ms > 0, Stable, a free slot) park it."""
+        def answer(code: int, msg: str = "") -> None:
+            out.append(Reply(rid, group_pb2.HeartbeatResponse(error_code=code, error_message=msg)))
+
         group, member, err = self._member_check(req.group_id, req.member_id, req.generation_id)
         if member is not None:
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+            # the member sent another: the parked one is answered first (answers keep its order)
+            self._answer_heartbeat(member, E.NONE, "", out)
         if err:
-            return err
-        assert group is not None
+            return answer(*err)
+        assert group is not None and member is not None
         if group.state in (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
-            return E.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin"
-        return E.NONE, ""
+            return answer(E.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin")
+        wait_ms = min(req.max_wait_ms, member.session_timeout_ms // HEARTBEAT_WAIT_SESSION_DIVISOR)
+        if (wait_ms <= 0 or self.stopping
+                or self.parked_heartbeats >= self.config.group_max_parked_heartbeats):
+            return answer(E.NONE)
+        member.heartbeat_request = rid
+        member.heartbeat_answer_ms = now_ms + wait_ms
+        self.parked_heartbeats += 1
+
+    def _answer_heartbeat(self, member: Member, code: int, msg: str, out: list[Effect]) -> None:
+        """Answer the member's parked heartbeat, if it has one."""
+        rid = member.heartbeat_request
+        if rid is None:
+            return
+        member.heartbeat_request = None
+        member.heartbeat_answer_ms = None
+        self.parked_heartbeats -= 1
+        out.append(Reply(rid, group_pb2.HeartbeatResponse(error_code=code, error_message=msg)))
 
     def _leave(self, req: group_pb2.LeaveGroupRequest, now_ms: int, out: list[Effect]) -> tuple[int, str]:
         group, member, err = self._member_check(req.group_id, req.member_id, None)
@@ -456,6 +514,8 @@ class GroupCoordinatorCore:
             return
         was_empty = group.state is S.EMPTY
         group.transition(S.PREPARING_REBALANCE, now_ms)
+        for m in group.members.values():        # tell the members now, not at their next heartbeat
+            self._answer_heartbeat(m, E.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin", out)
         group.rebalance_started_ms = now_ms
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         group.rebalance_deadline_ms = now_ms + timeout
@@ -478,6 +538,7 @@ class GroupCoordinatorCore:
 
     def _remove_member(self, group: Group, member_id: str, now_ms: int, out: list[Effect]) -> None:
         m = group.members.pop(member_id)
+        self._answer_heartbeat(m, E.UNKNOWN_MEMBER_ID, "member removed", out)
         if m.join_request is not None:
             out.append(Reply(m.join_request, self._join_error(E.UNKNOWN_MEMBER_ID, "member removed", member_id)))
         if m.sync_request is not None:

@@ -13,7 +13,7 @@ from services.common.sharded_role import (
     ShardLoadCompleted, ShardLoadStarted, ShardUnloaded, WriteCompleted,
 )
 
-__all__ = ["Event", "RequestReceived", "ShardLoadCompleted", "ShardLoadStarted", "ShardUnloaded",
+__all__ = ["CoordinatorStopping", "Event", "RequestReceived", "ShardLoadCompleted", "ShardLoadStarted", "ShardUnloaded",
            "TopicMetadataChanged", "WriteCompleted"]
 
 
@@ -32,5 +32,11 @@ class TopicMetadataChanged:
     partition_counts: Mapping[str, int]
 
 
-Event = RequestReceived | ShardLoadStarted | ShardLoadCompleted | ShardUnloaded | WriteCompleted \
+@dataclass(frozen=True, slots=True)
+class CoordinatorStopping:
+    """The instance is stopping: parked heartbeats are answered now (COORDINATOR_NOT_AVAILABLE,
+    what a heartbeat gets from a gateway once this instance is gone) and none parks after."""
+
+
+Event = CoordinatorStopping | RequestReceived | ShardLoadStarted | ShardLoadCompleted | ShardUnloaded | WriteCompleted \
     | TopicMetadataChanged

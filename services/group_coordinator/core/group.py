@@ -19,6 +19,10 @@ class Member:
     heartbeat_deadline_ms: int | None = None            # None until loaded/joined
     join_request: int | None = None                     # a parked JoinGroup
     sync_request: int | None = None                     # a parked SyncGroup
+    # A parked Heartbeat (HeartbeatRequest.max_wait_ms > 0 in a Stable group) and when its wait
+    # ends: answered NONE then, REBALANCE_IN_PROGRESS as soon as the group leaves Stable.
+    heartbeat_request: int | None = None
+    heartbeat_answer_ms: int | None = None
 
     def protocol_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.protocols)

@@ -6,7 +6,9 @@ FIND_COORDINATOR; normally forwarded by a gateway) become `RequestReceived` inpu
 waits for the `Reply` effect naming its request id (joins and syncs wait for the rebalance).
 `AppendRecords` effects are written with acks=all by the ShardHost and fed back as
 `WriteCompleted`. Shard ownership changes and metadata snapshots become ShardLoad*/ShardUnloaded
-and TopicMetadataChanged inputs. A tick task drives session expiry and rebalance timeouts.
+and TopicMetadataChanged inputs. A tick task drives session expiry, rebalance timeouts and the
+end of parked heartbeats' waits (so a long-polled heartbeat is answered within TICK_S of its
+max_wait_ms); on stop, parked heartbeats are answered before the server closes.
 
 The core sees wall-clock milliseconds (its timestamps are stored in __consumer_offsets and read
 by other instances); deadlines are compared against the same clock.
@@ -22,7 +24,9 @@ from services.common.sharded_service import ShardedService, now_ms
 from services.common.telemetry import Telemetry
 from services.group_coordinator.config import GroupCoordinatorConfig
 from services.group_coordinator.core.coordinator import GroupCoordinatorCore
-from services.group_coordinator.core.events import RequestReceived, TopicMetadataChanged
+from services.group_coordinator.core.events import (
+    CoordinatorStopping, RequestReceived, TopicMetadataChanged,
+)
 
 ApiKey = header_pb2.ApiKey
 TICK_S = 0.1
@@ -48,6 +52,9 @@ class GroupCoordinatorService(ShardedService):
             await self._know_topics(body)
         return await self._call(lambda rid: RequestReceived(rid, body, req.header.client_id))
 
+    def stopping(self) -> list:
+        return self.core.handle(CoordinatorStopping(), now_ms())
+
     def register_metrics(self, tel: Telemetry) -> None:
         core = self.core
         tel.gauge("riverbed.group_coordinator.groups",
@@ -55,6 +62,9 @@ class GroupCoordinatorService(ShardedService):
                   description="groups this instance coordinates, per state")
         tel.counter("riverbed.group_coordinator.rebalances", lambda: [(core.rebalances, {})],
                     description="rebalances completed (PreparingRebalance -> Stable)")
+        tel.gauge("riverbed.group_coordinator.heartbeats.parked",
+                  lambda: [(core.parked_heartbeats, {})],
+                  description="long-polled heartbeats waiting for their answer")
         tel.counter("riverbed.group_coordinator.rebalance.time",
                     lambda: [(core.rebalance_ms_total / 1000.0, {})], unit="s",
                     description="time groups spent rebalancing")

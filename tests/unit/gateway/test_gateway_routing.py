@@ -2,9 +2,12 @@
 import pytest
 
 from riverbed import errors
-from riverbed._proto.v1 import controller_pb2, errors_pb2, fetch_pb2, header_pb2, list_offsets_pb2, produce_pb2
+from riverbed._proto.v1 import (
+    controller_pb2, errors_pb2, fetch_pb2, group_pb2, header_pb2, list_offsets_pb2, produce_pb2,
+)
 
 from gateway_helpers import cache_with
+from services.gateway.core.group_routing import fit_heartbeat_wait
 from services.gateway.core.routing import NodeReply, forward_timeout_ms, merge, split
 
 E = errors_pb2.ErrorCode
@@ -307,3 +310,16 @@ def test_forward_timeout():
     create = controller_pb2.CreateTopicsRequest(timeout_ms=250)
     assert forward_timeout_ms(A.CREATE_TOPICS, create, 0, 1000) == 1250
     assert forward_timeout_ms(A.DESCRIBE_CONFIGS, controller_pb2.DescribeConfigsRequest(), 0, 1000) == 1000
+
+
+def test_a_long_polled_heartbeat_is_waited_for_and_held_no_longer_than_the_gateway_waits():
+    hb = group_pb2.HeartbeatRequest(group_id="g", generation_id=3, member_id="m", max_wait_ms=3000)
+    assert forward_timeout_ms(A.HEARTBEAT, hb, 0, 30000) == 33000
+    # the SDK's header timeout: max_wait_ms + min(request.timeout.ms, session.timeout.ms / 2)
+    timeout = forward_timeout_ms(A.HEARTBEAT, hb, 3000 + 5000, 30000)
+    assert timeout == 6400 and fit_heartbeat_wait(hb, timeout) is hb      # fits: as sent
+    short = fit_heartbeat_wait(hb, forward_timeout_ms(A.HEARTBEAT, hb, 4000, 30000))
+    assert short.max_wait_ms == 1600 and hb.max_wait_ms == 3000             # a copy, capped
+    assert (short.group_id, short.generation_id, short.member_id) == ("g", 3, "m")
+    plain = group_pb2.HeartbeatRequest(group_id="g", generation_id=3, member_id="m")
+    assert fit_heartbeat_wait(plain, 1) is plain

@@ -453,3 +453,217 @@ def test_initial_rebalance_delay_is_capped_by_the_rebalance_timeout():
     out = h.tick(6000)
     assert writes(out)
     assert replies(h.ack(out))[rid].generation_id == 1
+
+
+# ------------------------------------------------------------- long-polled heartbeats (max_wait_ms)
+
+def hb(member_id, generation, max_wait_ms=3000, group=GID):
+    return g.HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id,
+                              max_wait_ms=max_wait_ms)
+
+
+def test_held_heartbeat_renews_the_session_on_arrival_and_is_answered_when_its_wait_ends():
+    h = Harness()
+    (m,) = stable_group(h, 1)
+    member = h.core.groups[GID].members[m]
+    h.now += 5000
+    rid, out = h.send(hb(m, 1, max_wait_ms=3000))
+    assert not replies(out)                                  # parked
+    assert member.heartbeat_deadline_ms == h.now + SESSION   # renewed on arrival, as today
+    assert h.core.parked_heartbeats == 1
+    assert not replies(h.tick(2999))
+    got = replies(h.tick(1))                                 # the wait is over (tick granularity)
+    assert got[rid].error_code == E.NONE
+    assert h.core.parked_heartbeats == 0 and member.heartbeat_request is None
+    # the member's next heartbeat keeps the session past the first deadline
+    rid, out = h.send(hb(m, 1))
+    h.tick(SESSION - 3000 - 1)
+    assert m in h.core.groups[GID].members
+
+
+def test_zero_or_unset_max_wait_answers_at_once_as_kafka():
+    h = Harness()
+    (m,) = stable_group(h, 1)
+    for body in (hb(m, 1, max_wait_ms=0), hb(m, 1, max_wait_ms=-5),
+                 g.HeartbeatRequest(group_id=GID, generation_id=1, member_id=m)):
+        rid, out = h.send(body)
+        assert replies(out)[rid].error_code == E.NONE
+    assert h.core.parked_heartbeats == 0
+
+
+def test_held_heartbeats_are_answered_at_once_when_a_member_joins():
+    h = Harness()
+    a, b = stable_group(h, 2)
+    ra, _ = h.send(hb(a, 2))
+    rb, _ = h.send(hb(b, 2))
+    h.now += 10
+    rj, out = h.send(join())                                 # a third member: Stable -> Preparing
+    got = replies(out)
+    assert got[ra].error_code == E.REBALANCE_IN_PROGRESS
+    assert got[rb].error_code == E.REBALANCE_IN_PROGRESS
+    assert rj not in got                                     # the join itself waits for the others
+    assert h.core.parked_heartbeats == 0
+
+
+def test_held_heartbeat_of_a_survivor_is_answered_the_moment_a_dead_members_session_expires():
+    h = Harness()
+    a, b = stable_group(h, 2)                                # both sessions end at now + SESSION
+    h.tick(SESSION - 1000)
+    ra, out = h.send(hb(a, 2, max_wait_ms=3000))             # a lives on; b is dead (silent)
+    assert not replies(out)
+    got = replies(h.tick(1000))                              # b's session is over
+    assert got[ra].error_code == E.REBALANCE_IN_PROGRESS     # told now, not at a's next heartbeat
+    assert set(h.core.groups[GID].members) == {a}
+
+
+def test_held_heartbeats_answered_when_a_member_leaves_or_topics_change():
+    h = Harness()
+    a, b = stable_group(h, 2)
+    ra, _ = h.send(hb(a, 2))
+    rb, _ = h.send(hb(b, 2))
+    rl, out = h.send(g.LeaveGroupRequest(group_id=GID, member_id=b))
+    got = replies(out)
+    assert got[rl].error_code == E.NONE
+    assert got[rb].error_code == E.UNKNOWN_MEMBER_ID         # what it would get if sent now
+    assert got[ra].error_code == E.REBALANCE_IN_PROGRESS
+    # back to Stable with a alone, then the topic gains partitions
+    rj, out = h.send(join(member_id=a))
+    assert replies(h.ack(out))[rj].error_code == E.NONE
+    ra, out = h.send(hb(a, 3))
+    assert not replies(out)
+    got = replies(h.core.handle(TopicMetadataChanged({"t": 6}), h.now))
+    assert got[ra].error_code == E.REBALANCE_IN_PROGRESS
+
+
+def test_held_heartbeat_wait_is_capped_at_a_third_of_the_session():
+    h = Harness()
+    (m,) = stable_group(h, 1)                                # session 10 000 ms
+    rid, _ = h.send(hb(m, 1, max_wait_ms=60_000))
+    assert h.core.groups[GID].members[m].heartbeat_answer_ms == h.now + SESSION // 3
+    assert not replies(h.tick(SESSION // 3 - 1))
+    assert replies(h.tick(1))[rid].error_code == E.NONE
+    # the member stays alive when it heartbeats again right after each answer
+    for _ in range(10):
+        rid, _ = h.send(hb(m, 1, max_wait_ms=60_000))
+        assert replies(h.tick(SESSION // 3))[rid].error_code == E.NONE
+    assert h.core.groups[GID].state is GroupState.STABLE
+
+
+def test_a_second_heartbeat_answers_the_held_one_first():
+    h = Harness()
+    (m,) = stable_group(h, 1)
+    r1, _ = h.send(hb(m, 1))
+    h.now += 100
+    r2, out = h.send(hb(m, 1))
+    got = replies(out)
+    assert got[r1].error_code == E.NONE and r2 not in got    # the newer one is held now
+    assert h.core.parked_heartbeats == 1
+    assert h.core.groups[GID].members[m].heartbeat_request == r2
+    # a newer one that is refused still answers the held one first
+    r3, out = h.send(hb(m, 0))
+    got = replies(out)
+    assert got[r2].error_code == E.NONE and got[r3].error_code == E.ILLEGAL_GENERATION
+    assert [e.request_id for e in out if isinstance(e, Reply)] == [r2, r3]
+    assert h.core.parked_heartbeats == 0
+
+
+def test_heartbeats_that_would_fail_today_fail_at_once_with_a_wait():
+    h = Harness()
+    a, b = stable_group(h, 2)
+    cases = [
+        (hb("nobody", 2), E.UNKNOWN_MEMBER_ID),
+        (hb(a, 1), E.ILLEGAL_GENERATION),
+        (hb(a, 2, group="nogroup"), E.UNKNOWN_MEMBER_ID),
+        (hb(a, 2, group=""), E.INVALID_GROUP_ID),
+    ]
+    for body, code in cases:
+        rid, out = h.send(body)
+        assert replies(out)[rid].error_code == code, body
+    h.send(join())                                           # PreparingRebalance
+    rid, out = h.send(hb(a, 2))
+    assert replies(out)[rid].error_code == E.REBALANCE_IN_PROGRESS
+    assert h.core.parked_heartbeats == 0
+
+
+def test_held_heartbeats_answered_when_the_shard_goes_or_the_coordinator_stops():
+    from services.group_coordinator.core.events import CoordinatorStopping
+    h = Harness()
+    (m,) = stable_group(h, 1)
+    rid, _ = h.send(hb(m, 1))
+    assert replies(h.core.handle(ShardUnloaded(0), h.now))[rid].error_code == E.NOT_COORDINATOR
+    h = Harness()
+    (m,) = stable_group(h, 1)
+    rid, _ = h.send(hb(m, 1))
+    got = replies(h.core.handle(ShardLoadStarted(0), h.now))   # reloading: a heartbeat now gets this
+    assert got[rid].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.core.parked_heartbeats == 0
+    h = Harness()
+    (m,) = stable_group(h, 1)
+    rid, _ = h.send(hb(m, 1))
+    got = replies(h.core.handle(CoordinatorStopping(), h.now))
+    assert got[rid].error_code == E.COORDINATOR_NOT_AVAILABLE
+    rid, out = h.send(hb(m, 1))                                 # stopping: none is held any more
+    assert replies(out)[rid].error_code == E.NONE
+
+
+def test_held_heartbeats_are_bounded_by_group_max_parked_heartbeats():
+    h = Harness(group_max_parked_heartbeats=1)
+    a, b = stable_group(h, 2)
+    ra, out = h.send(hb(a, 2))
+    assert not replies(out)
+    rb, out = h.send(hb(b, 2))
+    assert replies(out)[rb].error_code == E.NONE              # no room: answered as Kafka does
+    off = Harness(group_max_parked_heartbeats=0)
+    (m,) = stable_group(off, 1)
+    rid, out = off.send(hb(m, 1))
+    assert replies(out)[rid].error_code == E.NONE
+    with pytest.raises(ValueError):
+        GroupCoordinatorConfig(group_max_parked_heartbeats=500, queued_max_requests=500)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_walk_answers_every_heartbeat_exactly_once(seed):
+    """Random joins, leaves, long-polled and plain heartbeats, metadata changes, acks and ticks:
+    invariants hold after every step, no heartbeat is answered twice, a held one is answered at
+    most max(wait, session/3) + a tick after it arrived, and all are answered at the end."""
+    rng = random.Random(seed)
+    h = Harness(topics={"t": 5})
+    pending: list = []
+    known: list[str] = []
+    asked: dict[int, int] = {}            # heartbeat rid -> latest time its answer may come
+    answered: dict[int, int] = {}         # rid -> times answered
+
+    def seen(effects):
+        for e in effects:
+            if isinstance(e, Reply) and e.request_id in asked:
+                answered[e.request_id] = answered.get(e.request_id, 0) + 1
+                assert h.now <= asked[e.request_id], "held past its wait"
+        return effects
+
+    for _ in range(200):
+        op = rng.choice(["join", "rejoin", "leave", "meta"] + ["hb"] * 6 + ["ack", "tick"] * 3)
+        if op == "join":
+            pending += seen(h.send(join(topics=("t",), session=rng.choice([6000, 9000])))[1])
+        elif op == "rejoin" and known:
+            pending += seen(h.send(join(member_id=rng.choice(known)))[1])
+        elif op == "leave" and known:
+            pending += seen(h.send(g.LeaveGroupRequest(group_id=GID, member_id=rng.choice(known)))[1])
+        elif op == "hb" and known and GID in h.core.groups:
+            grp = h.core.groups[GID]
+            wait = rng.choice([0, 1000, 3000, 60_000])
+            rid, out = h.send(hb(rng.choice(known), grp.generation_id, max_wait_ms=wait))
+            asked[rid] = h.now + min(wait, 9000 // 3) + 100
+            pending += seen(out)
+        elif op == "ack":
+            effects = seen(h.ack(pending))
+            pending = [e for e in effects if isinstance(e, AppendRecords)]
+            for body in replies(effects).values():
+                if isinstance(body, g.JoinGroupResponse) and body.error_code == E.NONE:
+                    known.append(body.member_id)
+        elif op == "tick":
+            pending += seen(h.tick(100))
+        elif op == "meta":
+            seen(h.core.handle(TopicMetadataChanged({"t": rng.randint(5, 7)}), h.now))
+        assert all(n == 1 for n in answered.values()), "a heartbeat answered twice"
+    seen(h.core.handle(ShardUnloaded(0), h.now))
+    assert answered == {rid: 1 for rid in asked}

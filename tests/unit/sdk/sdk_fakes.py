@@ -17,6 +17,9 @@ class FakeGateway:
         self.handlers = dict(handlers or {})
         self.requests: list[tuple[int, object, list]] = []
         self.channels: list[FakeChannel] = []
+        # answers to these APIs are held back on every channel until FakeChannel.release()
+        # (a long-polled request the server holds), the others still come at once
+        self.hold_apis: set[int] = set()
 
     def factory(self, endpoint, client_id=""):
         ch = FakeChannel(self, endpoint)
@@ -59,7 +62,8 @@ class FakeChannel:
             if out is None:
                 out = errors.ErrorCode.Value("REQUEST_TIMED_OUT")
             resp = self._response(corr, api, out)
-            (self.held if self.hold else self._ready).append(resp)
+            held = self.hold or api in self.gateway.hold_apis
+            (self.held if held else self._ready).append(resp)
         return corr
 
     def release(self):

@@ -496,3 +496,143 @@ def test_strategy_names():
         normalize_strategies(["fair-share"])
     with pytest.raises(errors.ClientError):
         Consumer(bootstrap=["tcp://gw:1"], _channel_factory=FakeGroupService().gw.factory).commit()
+
+
+# ------------------------------------------------------------- long-polled heartbeats (max_wait_ms)
+
+def coordinator_channel(c):
+    return c._group._conn.channel
+
+
+def test_heartbeat_asks_to_be_held_for_the_interval_unless_long_poll_is_off():
+    svc = FakeGroupService()
+    c, clock = make(svc, heartbeat_interval_ms=3000)
+    c.subscribe([TOPIC])
+    c.poll(timeout_ms=0)
+    clock.t += 3000
+    c.poll(timeout_ms=0)
+    (hb,) = svc.requests(ApiKey.HEARTBEAT)
+    assert hb.max_wait_ms == 3000 and hb.generation_id == 1 and hb.member_id == "m1"
+    c.close()
+    svc = FakeGroupService()
+    c, clock = make(svc, heartbeat_interval_ms=3000, heartbeat_long_poll=False)
+    c.subscribe([TOPIC])
+    c.poll(timeout_ms=0)
+    clock.t += 3000
+    c.poll(timeout_ms=0)
+    assert [h.max_wait_ms for h in svc.requests(ApiKey.HEARTBEAT)] == [0]
+    c.close()
+
+
+def test_a_held_heartbeat_blocks_nothing_and_its_answer_is_followed_by_the_next_at_once():
+    svc = FakeGroupService()
+    c, clock = make(svc, heartbeat_interval_ms=3000)
+    c.subscribe([TOPIC])
+    poll_all(c)
+    svc.gw.hold_apis = {ApiKey.HEARTBEAT}          # the coordinator holds it
+    clock.t += 3000
+    c.poll(timeout_ms=0)
+    assert svc.apis().count("HEARTBEAT") == 1 and c._group.heartbeat_in_flight
+    assert c._group.time_to_next_ms() == 50         # poll looks for the answer meanwhile
+    clock.t += 1000
+    c.poll(timeout_ms=0)
+    assert svc.apis().count("HEARTBEAT") == 1       # one at a time
+    c.commit()                                       # not behind the held heartbeat
+    assert svc.log[-1][0] == "commit"
+    clock.t += 2000                                  # the coordinator answers when its wait ends
+    svc.gw.hold_apis = set()
+    coordinator_channel(c).release()
+    c.poll(timeout_ms=0)
+    assert svc.apis().count("HEARTBEAT") == 2       # the answer came after the interval: at once
+    assert c._group.time_to_next_ms() == 3000       # (answered at once this time)
+    assert c._group.last_heartbeat_ok_ms == clock.t
+    c.close()
+
+
+def test_an_immediate_answer_keeps_the_interval():
+    svc = FakeGroupService()
+    c, clock = make(svc, heartbeat_interval_ms=3000)
+    c.subscribe([TOPIC])
+    c.poll(timeout_ms=0)
+    for _ in range(3):                               # an old coordinator: answered at once
+        clock.t += 1500
+        c.poll(timeout_ms=0)
+        clock.t += 1500
+        c.poll(timeout_ms=0)
+    assert svc.apis().count("HEARTBEAT") == 3
+    c.close()
+
+
+def test_a_held_heartbeat_answered_rebalance_in_progress_rejoins_in_the_next_poll():
+    svc = FakeGroupService()
+    c, clock = make(svc, enable_auto_commit=True)
+    listener = Recorder(svc)
+    c.subscribe([TOPIC], listener=listener)
+    poll_all(c)
+    svc.gw.hold_apis = {ApiKey.HEARTBEAT}
+    svc.errors[ApiKey.HEARTBEAT] = [E.Value("REBALANCE_IN_PROGRESS")]
+    svc.others = ["zz-other"]
+    clock.t += 3000
+    c.poll(timeout_ms=0)
+    assert not c._group.rejoin_needed and "join" not in kinds(svc.log[2:])
+    clock.t += 400                                   # another member's session expired
+    del svc.log[:]
+    coordinator_channel(c).release()
+    c.poll(timeout_ms=0)
+    assert kinds(svc.log)[:4] == ["commit", "revoked", "join", "sync"]
+    assert c.assignment() == {TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)}
+    c.close()
+
+
+def test_a_stale_answer_of_a_heartbeat_held_across_a_rejoin_is_dropped():
+    svc = FakeGroupService()
+    c, clock = make(svc)
+    c.subscribe([TOPIC])
+    poll_all(c)
+    svc.gw.hold_apis = {ApiKey.HEARTBEAT}
+    svc.errors[ApiKey.HEARTBEAT] = [E.Value("REBALANCE_IN_PROGRESS")]
+    clock.t += 3000
+    c.poll(timeout_ms=0)                             # held
+    svc.errors[ApiKey.OFFSET_COMMIT] = [E.Value("REBALANCE_IN_PROGRESS")]
+    with pytest.raises(CommitFailedError):
+        c.commit()
+    c.poll(timeout_ms=0)                             # rejoins: generation 2
+    assert c._group.generation_id == 2 and not c._group.heartbeat_in_flight
+    svc.gw.hold_apis = set()
+    coordinator_channel(c).release()                 # generation 1's answer arrives late
+    del svc.log[:]
+    c.poll(timeout_ms=0)
+    assert "join" not in kinds(svc.log) and not c._group.rejoin_needed
+    c.close()
+
+
+def test_close_leaves_at_once_with_a_heartbeat_held():
+    svc = FakeGroupService()
+    c, clock = make(svc)
+    c.subscribe([TOPIC])
+    poll_all(c)
+    svc.gw.hold_apis = {ApiKey.HEARTBEAT}
+    clock.t += 3000
+    c.poll(timeout_ms=0)
+    assert c._group.heartbeat_in_flight
+    del svc.log[:]
+    c.close()
+    assert kinds(svc.log) == ["leave"] and svc.members == {}
+
+
+def test_heartbeat_if_due_acts_on_a_held_answer_then_sends_the_next():
+    svc = FakeGroupService()
+    c, clock = make(svc, heartbeat_interval_ms=3000)
+    c.subscribe([TOPIC])
+    c.poll(timeout_ms=0)
+    svc.gw.hold_apis = {ApiKey.HEARTBEAT}
+    clock.t += 3000
+    c._group.heartbeat_if_due()
+    assert c._group.heartbeat_in_flight
+    clock.t += 3000
+    c._group.heartbeat_if_due()
+    assert svc.apis().count("HEARTBEAT") == 1
+    coordinator_channel(c).release()
+    c._group.heartbeat_if_due()                      # the answer, then the next one at once
+    assert svc.apis().count("HEARTBEAT") == 2 and c._group.heartbeat_in_flight
+    c.close()

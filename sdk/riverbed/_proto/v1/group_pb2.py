@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from riverbed._proto.v1 import errors_pb2 as riverbed_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17riverbed/v1/group.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\"4\n\x0fTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\x88\x01\n\x14\x43onsumerSubscription\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x15\n\rtopic_pattern\x18\x02 \x01(\t\x12\x11\n\tuser_data\x18\x03 \x01(\x0c\x12\x36\n\x10owned_partitions\x18\x04 \x03(\x0b\x32\x1c.riverbed.v1.TopicPartitions\"Y\n\x12\x43onsumerAssignment\x12\x30\n\npartitions\x18\x01 \x03(\x0b\x32\x1c.riverbed.v1.TopicPartitions\x12\x11\n\tuser_data\x18\x02 \x01(\x0c\"U\n\x16\x46indCoordinatorRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x08key_type\x18\x02 \x01(\x0e\x32\x1c.riverbed.v1.CoordinatorType\"\xaa\x01\n\x17\x46indCoordinatorResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\x05\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0c\n\x04port\x18\x05 \x01(\x05\x12\x10\n\x08\x65ndpoint\x18\x06 \x01(\t\x12\r\n\x05shard\x18\x07 \x01(\x05\"Z\n\x11JoinGroupProtocol\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\x0csubscription\x18\x02 \x01(\x0b\x32!.riverbed.v1.ConsumerSubscription\"\xd0\x01\n\x10JoinGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x1a\n\x12session_timeout_ms\x18\x02 \x01(\x05\x12\x1c\n\x14rebalance_timeout_ms\x18\x03 \x01(\x05\x12\x11\n\tmember_id\x18\x04 \x01(\t\x12\x15\n\rprotocol_type\x18\x05 \x01(\t\x12\x31\n\tprotocols\x18\x06 \x03(\x0b\x32\x1e.riverbed.v1.JoinGroupProtocol\x12\x13\n\x0b\x63lient_host\x18\x07 \x01(\t\"\x85\x01\n\x0fJoinGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x37\n\x0csubscription\x18\x02 \x01(\x0b\x32!.riverbed.v1.ConsumerSubscription\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x04 \x01(\t\"\xed\x01\n\x11JoinGroupResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x15\n\rgeneration_id\x18\x03 \x01(\x05\x12\x15\n\rprotocol_type\x18\x04 \x01(\t\x12\x15\n\rprotocol_name\x18\x05 \x01(\t\x12\x0e\n\x06leader\x18\x06 \x01(\t\x12\x11\n\tmember_id\x18\x07 \x01(\t\x12-\n\x07members\x18\x08 \x03(\x0b\x32\x1c.riverbed.v1.JoinGroupMember\"T\n\x10SyncGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\tJ\x04\x08\x04\x10\x05\"\xb9\x01\n\x11SyncGroupResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x15\n\rprotocol_type\x18\x03 \x01(\t\x12\x15\n\rprotocol_name\x18\x04 \x01(\t\x12\x33\n\nassignment\x18\x05 \x01(\x0b\x32\x1f.riverbed.v1.ConsumerAssignment\"N\n\x10HeartbeatRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\t\"V\n\x11HeartbeatResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"8\n\x11LeaveGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\"W\n\x12LeaveGroupResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"\'\n\x15\x44\x65scribeGroupsRequest\x12\x0e\n\x06groups\x18\x01 \x03(\t\"\xbf\x01\n\x14\x44\x65scribedGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x03 \x01(\t\x12\x37\n\x0csubscription\x18\x04 \x01(\x0b\x32!.riverbed.v1.ConsumerSubscription\x12\x33\n\nassignment\x18\x05 \x01(\x0b\x32\x1f.riverbed.v1.ConsumerAssignment\"\x83\x02\n\x0e\x44\x65scribedGroup\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x10\n\x08group_id\x18\x03 \x01(\t\x12\x13\n\x0bgroup_state\x18\x04 \x01(\t\x12\x15\n\rprotocol_type\x18\x05 \x01(\t\x12\x15\n\rprotocol_data\x18\x06 \x01(\t\x12\x32\n\x07members\x18\x07 \x03(\x0b\x32!.riverbed.v1.DescribedGroupMember\x12\x15\n\rgeneration_id\x18\x08 \x01(\x05\x12\x0e\n\x06leader\x18\t \x01(\t\"E\n\x16\x44\x65scribeGroupsResponse\x12+\n\x06groups\x18\x01 \x03(\x0b\x32\x1b.riverbed.v1.DescribedGroup\"*\n\x11ListGroupsRequest\x12\x15\n\rstates_filter\x18\x01 \x03(\t\"K\n\x0bListedGroup\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rprotocol_type\x18\x02 \x01(\t\x12\x13\n\x0bgroup_state\x18\x03 \x01(\t\"\x81\x01\n\x12ListGroupsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12(\n\x06groups\x18\x03 \x03(\x0b\x32\x18.riverbed.v1.ListedGroup*\\\n\x0f\x43oordinatorType\x12 \n\x1c\x43OORDINATOR_TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05GROUP\x10\x01\x12\x0f\n\x0bTRANSACTION\x10\x02\x12\x0b\n\x07OFFSETS\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17riverbed/v1/group.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\"4\n\x0fTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\x88\x01\n\x14\x43onsumerSubscription\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x15\n\rtopic_pattern\x18\x02 \x01(\t\x12\x11\n\tuser_data\x18\x03 \x01(\x0c\x12\x36\n\x10owned_partitions\x18\x04 \x03(\x0b\x32\x1c.riverbed.v1.TopicPartitions\"Y\n\x12\x43onsumerAssignment\x12\x30\n\npartitions\x18\x01 \x03(\x0b\x32\x1c.riverbed.v1.TopicPartitions\x12\x11\n\tuser_data\x18\x02 \x01(\x0c\"U\n\x16\x46indCoordinatorRequest\x12\x0b\n\x03key\x18\x01 \x01(\t\x12.\n\x08key_type\x18\x02 \x01(\x0e\x32\x1c.riverbed.v1.CoordinatorType\"\xaa\x01\n\x17\x46indCoordinatorResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\x05\x12\x0c\n\x04host\x18\x04 \x01(\t\x12\x0c\n\x04port\x18\x05 \x01(\x05\x12\x10\n\x08\x65ndpoint\x18\x06 \x01(\t\x12\r\n\x05shard\x18\x07 \x01(\x05\"Z\n\x11JoinGroupProtocol\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x37\n\x0csubscription\x18\x02 \x01(\x0b\x32!.riverbed.v1.ConsumerSubscription\"\xd0\x01\n\x10JoinGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x1a\n\x12session_timeout_ms\x18\x02 \x01(\x05\x12\x1c\n\x14rebalance_timeout_ms\x18\x03 \x01(\x05\x12\x11\n\tmember_id\x18\x04 \x01(\t\x12\x15\n\rprotocol_type\x18\x05 \x01(\t\x12\x31\n\tprotocols\x18\x06 \x03(\x0b\x32\x1e.riverbed.v1.JoinGroupProtocol\x12\x13\n\x0b\x63lient_host\x18\x07 \x01(\t\"\x85\x01\n\x0fJoinGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x37\n\x0csubscription\x18\x02 \x01(\x0b\x32!.riverbed.v1.ConsumerSubscription\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x04 \x01(\t\"\xed\x01\n\x11JoinGroupResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x15\n\rgeneration_id\x18\x03 \x01(\x05\x12\x15\n\rprotocol_type\x18\x04 \x01(\t\x12\x15\n\rprotocol_name\x18\x05 \x01(\t\x12\x0e\n\x06leader\x18\x06 \x01(\t\x12\x11\n\tmember_id\x18\x07 \x01(\t\x12-\n\x07members\x18\x08 \x03(\x0b\x32\x1c.riverbed.v1.JoinGroupMember\"T\n\x10SyncGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\tJ\x04\x08\x04\x10\x05\"\xb9\x01\n\x11SyncGroupResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x15\n\rprotocol_type\x18\x03 \x01(\t\x12\x15\n\rprotocol_name\x18\x04 \x01(\t\x12\x33\n\nassignment\x18\x05 \x01(\x0b\x32\x1f.riverbed.v1.ConsumerAssignment\"c\n\x10HeartbeatRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x13\n\x0bmax_wait_ms\x18\x04 \x01(\x05\"V\n\x11HeartbeatResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"8\n\x11LeaveGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\"W\n\x12LeaveGroupResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"\'\n\x15\x44\x65scribeGroupsRequest\x12\x0e\n\x06groups\x18\x01 \x03(\t\"\xbf\x01\n\x14\x44\x65scribedGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x11\n\tclient_id\x18\x02 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x03 \x01(\t\x12\x37\n\x0csubscription\x18\x04 \x01(\x0b\x32!.riverbed.v1.ConsumerSubscription\x12\x33\n\nassignment\x18\x05 \x01(\x0b\x32\x1f.riverbed.v1.ConsumerAssignment\"\x83\x02\n\x0e\x44\x65scribedGroup\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x10\n\x08group_id\x18\x03 \x01(\t\x12\x13\n\x0bgroup_state\x18\x04 \x01(\t\x12\x15\n\rprotocol_type\x18\x05 \x01(\t\x12\x15\n\rprotocol_data\x18\x06 \x01(\t\x12\x32\n\x07members\x18\x07 \x03(\x0b\x32!.riverbed.v1.DescribedGroupMember\x12\x15\n\rgeneration_id\x18\x08 \x01(\x05\x12\x0e\n\x06leader\x18\t \x01(\t\"E\n\x16\x44\x65scribeGroupsResponse\x12+\n\x06groups\x18\x01 \x03(\x0b\x32\x1b.riverbed.v1.DescribedGroup\"*\n\x11ListGroupsRequest\x12\x15\n\rstates_filter\x18\x01 \x03(\t\"K\n\x0bListedGroup\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rprotocol_type\x18\x02 \x01(\t\x12\x13\n\x0bgroup_state\x18\x03 \x01(\t\"\x81\x01\n\x12ListGroupsResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12(\n\x06groups\x18\x03 \x03(\x0b\x32\x18.riverbed.v1.ListedGroup*\\\n\x0f\x43oordinatorType\x12 \n\x1c\x43OORDINATOR_TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05GROUP\x10\x01\x12\x0f\n\x0bTRANSACTION\x10\x02\x12\x0b\n\x07OFFSETS\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'riverbed._proto.v1.group_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_COORDINATORTYPE']._serialized_start=2699
-  _globals['_COORDINATORTYPE']._serialized_end=2791
+  _globals['_COORDINATORTYPE']._serialized_start=2720
+  _globals['_COORDINATORTYPE']._serialized_end=2812
   _globals['_TOPICPARTITIONS']._serialized_start=66
   _globals['_TOPICPARTITIONS']._serialized_end=118
   _globals['_CONSUMERSUBSCRIPTION']._serialized_start=121
@@ -57,25 +57,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SYNCGROUPRESPONSE']._serialized_start=1376
   _globals['_SYNCGROUPRESPONSE']._serialized_end=1561
   _globals['_HEARTBEATREQUEST']._serialized_start=1563
-  _globals['_HEARTBEATREQUEST']._serialized_end=1641
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1643
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1729
-  _globals['_LEAVEGROUPREQUEST']._serialized_start=1731
-  _globals['_LEAVEGROUPREQUEST']._serialized_end=1787
-  _globals['_LEAVEGROUPRESPONSE']._serialized_start=1789
-  _globals['_LEAVEGROUPRESPONSE']._serialized_end=1876
-  _globals['_DESCRIBEGROUPSREQUEST']._serialized_start=1878
-  _globals['_DESCRIBEGROUPSREQUEST']._serialized_end=1917
-  _globals['_DESCRIBEDGROUPMEMBER']._serialized_start=1920
-  _globals['_DESCRIBEDGROUPMEMBER']._serialized_end=2111
-  _globals['_DESCRIBEDGROUP']._serialized_start=2114
-  _globals['_DESCRIBEDGROUP']._serialized_end=2373
-  _globals['_DESCRIBEGROUPSRESPONSE']._serialized_start=2375
-  _globals['_DESCRIBEGROUPSRESPONSE']._serialized_end=2444
-  _globals['_LISTGROUPSREQUEST']._serialized_start=2446
-  _globals['_LISTGROUPSREQUEST']._serialized_end=2488
-  _globals['_LISTEDGROUP']._serialized_start=2490
-  _globals['_LISTEDGROUP']._serialized_end=2565
-  _globals['_LISTGROUPSRESPONSE']._serialized_start=2568
-  _globals['_LISTGROUPSRESPONSE']._serialized_end=2697
+  _globals['_HEARTBEATREQUEST']._serialized_end=1662
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1664
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1750
+  _globals['_LEAVEGROUPREQUEST']._serialized_start=1752
+  _globals['_LEAVEGROUPREQUEST']._serialized_end=1808
+  _globals['_LEAVEGROUPRESPONSE']._serialized_start=1810
+  _globals['_LEAVEGROUPRESPONSE']._serialized_end=1897
+  _globals['_DESCRIBEGROUPSREQUEST']._serialized_start=1899
+  _globals['_DESCRIBEGROUPSREQUEST']._serialized_end=1938
+  _globals['_DESCRIBEDGROUPMEMBER']._serialized_start=1941
+  _globals['_DESCRIBEDGROUPMEMBER']._serialized_end=2132
+  _globals['_DESCRIBEDGROUP']._serialized_start=2135
+  _globals['_DESCRIBEDGROUP']._serialized_end=2394
+  _globals['_DESCRIBEGROUPSRESPONSE']._serialized_start=2396
+  _globals['_DESCRIBEGROUPSRESPONSE']._serialized_end=2465
+  _globals['_LISTGROUPSREQUEST']._serialized_start=2467
+  _globals['_LISTGROUPSREQUEST']._serialized_end=2509
+  _globals['_LISTEDGROUP']._serialized_start=2511
+  _globals['_LISTEDGROUP']._serialized_end=2586
+  _globals['_LISTGROUPSRESPONSE']._serialized_start=2589
+  _globals['_LISTGROUPSRESPONSE']._serialized_end=2718
 # @@protoc_insertion_point(module_scope)

@@ -440,19 +440,31 @@ class HeartbeatRequest(_message.Message):
     GROUP_ID_FIELD_NUMBER: _builtins.int
     GENERATION_ID_FIELD_NUMBER: _builtins.int
     MEMBER_ID_FIELD_NUMBER: _builtins.int
+    MAX_WAIT_MS_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
     generation_id: _builtins.int
     member_id: _builtins.str
+    max_wait_ms: _builtins.int
+    """Riverbed (added in v0, ignored by coordinators that predate it): how long, in ms, the
+    coordinator may hold a valid heartbeat of a Stable group before answering NONE (a long
+    poll). It answers at once with REBALANCE_IN_PROGRESS when the group starts rebalancing
+    meanwhile (a member joined, left or expired, the subscribed topics changed), and with the
+    error an immediate answer would carry when the member is removed or the coordinator loses
+    the group. The session deadline is renewed on arrival, as for any heartbeat; the coordinator
+    caps the wait at a third of the member's session.timeout.ms (the next heartbeat comes only
+    after the answer). 0 (or unset) = answer at once (Kafka's behaviour).
+    """
     def __init__(
         self,
         *,
         group_id: _builtins.str = ...,
         generation_id: _builtins.int = ...,
         member_id: _builtins.str = ...,
+        max_wait_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation_id", b"generation_id", "group_id", b"group_id", "member_id", b"member_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation_id", b"generation_id", "group_id", b"group_id", "max_wait_ms", b"max_wait_ms", "member_id", b"member_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
