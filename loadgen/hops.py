@@ -18,6 +18,13 @@ times in turn; exact percentiles in ms):
   (the SDK's accumulator, sender thread and future on top of the row above).
 - e2e: `riverbed-perf e2e` at the same rate (the SDK producer here, the consumer in another
   process; acks=1, RF 1, 1 partition): the send-to-receipt latency the issue's aims are about.
+  Its rate limiter is Kafka's ThroughputThrottler: it sleeps only once it is 2 ms ahead, so at
+  1,000/s records leave in twos, 2 ms apart, and the path is idle in between.
+- e2e paced: the same path with one record every 1/rate s, the producer asleep in between (an
+  application sending at that rate): each record meets the previous one still in the pipeline.
+  With a fleet started here it also prints the CPU each process spent per record and the cores
+  busy meanwhile: what the record costs the machine, which at light load is what the tail
+  waits for on a small host.
 """
 from __future__ import annotations
 
@@ -25,14 +32,16 @@ import argparse
 import contextlib
 import multiprocessing as mp
 import os
+import struct
 import sys
 import time
 import uuid
 
 ROWS = ("zmq echo", "METADATA @gateway", "PRODUCE @leader", "PRODUCE via gateway",
-        "SDK send().get()", "e2e")
+        "SDK send().get()", "e2e", "e2e paced")
 PERCENTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
 RECORD = b"x" * 100
+_SEND_TS = struct.Struct(">q")          # e2e paced: time.time_ns() at send, first in the value
 # What each row adds to: the row it is built on (the "+" columns of the report)
 BUILT_ON = {"METADATA @gateway": "zmq echo", "PRODUCE @leader": "zmq echo",
             "PRODUCE via gateway": "PRODUCE @leader", "SDK send().get()": "PRODUCE via gateway"}
@@ -161,8 +170,75 @@ def _e2e(bootstrap: str, rate: float, count: int) -> dict[str, float]:
             "p99.9": lat["p99_9"], "max": lat["max"]}
 
 
-def run(bootstrap: str, rate: float, count: int, rounds: int) -> list[dict[str, dict]]:
-    """Each round: every row once, in ROWS order. Returns [{row: percentiles}] per round."""
+def _paced_consumer(bootstrap: str, topic: str, count: int, q, ready) -> None:
+    """The e2e paced row's consumer (another process): latencies of `count` records, in ms."""
+    from riverbed import Consumer, TopicPartition
+    c = Consumer(bootstrap=bootstrap, fetch_min_bytes=1)
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_end(tp)
+    c.position(tp)
+    ready.set()
+    lats: list[float] = []
+    deadline = time.monotonic() + 120
+    try:
+        while len(lats) < count and time.monotonic() < deadline:
+            batch = c.poll(timeout_ms=100)
+            now = time.time_ns()
+            for recs in batch.values():
+                lats.extend((now - _SEND_TS.unpack_from(r.value)[0]) / 1e6 for r in recs)
+    finally:
+        c.close()
+    q.put(lats)
+
+
+def e2e_paced(bootstrap: str, topic: str, rate: float, count: int,
+              pids: dict[str, list[int]] | None = None) -> tuple[dict, dict]:
+    """(percentiles, CPU): `count` records, one every 1/rate s from a producer here (asleep
+    in between) to a consumer in another process; with `pids`, CPU ms per record by group (the
+    consumer's own group added) and the cores they kept busy."""
+    from riverbed import Producer
+    ctx = mp.get_context("spawn")
+    q, ready = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_paced_consumer, args=(bootstrap, topic, count, q, ready),
+                       name="riverbed-hops-consumer", daemon=True)
+    proc.start()
+    producer = Producer(bootstrap=bootstrap, acks=1)
+    try:
+        producer.send(topic, _SEND_TS.pack(0) + RECORD, partition=0).get(30)
+        if not ready.wait(60):
+            raise RuntimeError("the e2e paced consumer did not start in 60 s")
+        time.sleep(0.5)                  # its first FETCH parked at the leader
+        groups = {**pids, "consumer": [proc.pid]} if pids else None
+        if groups:
+            from loadgen import proc_cpu
+            before, t0 = proc_cpu.snapshot(groups), time.perf_counter()
+        pad = RECORD[_SEND_TS.size:]
+        paced(lambda: producer.send(topic, _SEND_TS.pack(time.time_ns()) + pad, partition=0),
+              rate, count)
+        producer.flush(30)
+        lats = q.get(timeout=150)
+        cpu: dict = {}
+        if groups:
+            secs = time.perf_counter() - t0
+            used = proc_cpu.delta(before, proc_cpu.snapshot(groups))
+            cpu = {"ms_per_record": {g: c.total / max(len(lats), 1) * 1000 for g, c in used.items()},
+                   "cores": sum(c.total for c in used.values()) / secs}
+    finally:
+        producer.close()
+        proc.join(10)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(5)
+    if len(lats) < count:
+        raise RuntimeError(f"e2e paced: {len(lats)} of {count} records arrived")
+    return percentiles(lats), cpu
+
+
+def run(bootstrap: str, rate: float, count: int, rounds: int,
+        pids: dict[str, list[int]] | None = None) -> list[dict[str, dict]]:
+    """Each round: every row once, in ROWS order. Returns [{row: percentiles}] per round (and
+    "cpu": the e2e paced row's CPU, with `pids`)."""
     topic = f"rb-hops-{uuid.uuid4().hex[:6]}"
     out = []
     with echo_server() as endpoint:
@@ -172,13 +248,16 @@ def run(bootstrap: str, rate: float, count: int, rounds: int) -> list[dict[str, 
         try:
             for i in range(rounds):
                 r = {}
-                for name in ROWS[:-1]:
+                for name in ROWS[:-2]:            # the two e2e rows follow
                     r[name] = percentiles(paced(calls[name], rate, count))
                     print(f"round {i + 1}: {format_row(name, r[name])}", file=sys.stderr,
                           flush=True)
                 r["e2e"] = _e2e(bootstrap, rate, count)
                 print(f"round {i + 1}: {format_row('e2e', r['e2e'])}", file=sys.stderr,
                       flush=True)
+                r["e2e paced"], r["cpu"] = e2e_paced(bootstrap, topic, rate, count, pids)
+                print(f"round {i + 1}: {format_row('e2e paced', r['e2e paced'])}",
+                      file=sys.stderr, flush=True)
                 out.append(r)
         finally:
             close()
@@ -211,6 +290,14 @@ def format_report(rounds: list[dict[str, dict]], rate: float, count: int) -> str
             extra = (f"   +p50 {med['p50'] - base['p50']:6.3f}  +p99 {med['p99'] - base['p99']:6.3f}"
                      f"  (over {BUILT_ON[name]})")
         lines.append(format_row(name, med) + extra)
+    cpus = [r["cpu"] for r in rounds if r.get("cpu")]
+    if cpus:
+        groups = cpus[0]["ms_per_record"]
+        per = {g: statistics.median(c["ms_per_record"][g] for c in cpus) for g in groups}
+        lines.append("e2e paced, CPU ms per record: " + ", ".join(
+            f"{g} {v:.3f}" for g, v in per.items()) + f"; total {sum(per.values()):.3f} ms, "
+            f"{statistics.median(c['cores'] for c in cpus):.2f} cores busy "
+            f"(of {len(os.sched_getaffinity(0))})")
     return "\n".join(lines)
 
 
@@ -228,8 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rate, --count and --rounds must be positive")
     from loadgen.repl_bench import _fleet
     print(f"load average {os.getloadavg()[0]:.2f} at the start", file=sys.stderr, flush=True)
-    with _fleet(args.bootstrap_server, security_protocol=args.security_protocol) as (bootstrap, _):
-        rounds = run(bootstrap, args.rate, args.count, args.rounds)
+    with _fleet(args.bootstrap_server, security_protocol=args.security_protocol) as (bootstrap,
+                                                                                    pids):
+        rounds = run(bootstrap, args.rate, args.count, args.rounds, pids)
     print(format_report(rounds, args.rate, args.count))
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     return 0

@@ -42,3 +42,18 @@ def test_report_takes_medians_and_what_each_row_adds_to_its_base():
 def test_main_refuses_nonpositive_arguments():
     with pytest.raises(SystemExit):
         hops.main(["--rate", "0"])
+
+
+def test_report_gives_the_paced_rows_cpu_per_record_medians():
+    cpu = lambda gw, cores: {"ms_per_record": {"client": 0.3, "gateway": gw},   # noqa: E731
+                             "cores": cores}
+    rounds = [{"e2e paced": _lat(2.0, 5.0), "cpu": cpu(0.5, 1.2)},
+              {"e2e paced": _lat(3.0, 7.0), "cpu": cpu(0.7, 1.6)},
+              {"e2e paced": _lat(2.5, 6.0), "cpu": cpu(0.6, 1.4)}]
+    text = hops.format_report(rounds, 1000, 100)
+    paced = next(line for line in text.splitlines() if line.startswith("e2e paced "))
+    assert "p50   2.500" in paced and "p99   6.000" in paced
+    line = next(line for line in text.splitlines() if "CPU ms per record" in line)
+    assert "client 0.300, gateway 0.600; total 0.900 ms, 1.40 cores busy" in line
+    # rounds without CPU (a fleet not started here): no CPU line
+    assert "CPU ms" not in hops.format_report([{"e2e paced": _lat(2.0, 5.0), "cpu": {}}], 1, 1)
