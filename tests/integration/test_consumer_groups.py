@@ -169,6 +169,26 @@ def cli(bootstrap, *argv):
     return code, out.getvalue(), err.getvalue()
 
 
+def _start_balanced(proc, members: list, new_members) -> None:
+    """After the process member's first assignment, start the thread members new_members()
+    makes (into `members`, so the caller stops them) and wait until each of the three owns two
+    partitions."""
+    wait_for(lambda: proc.assigned, 60, "the process member's first assignment")
+    members.extend(new_members())
+    for m in members:
+        m.start()
+
+    def balanced():
+        owned = [proc.assigned] + [m.assigned for m in members]
+        return all(len(o) == 2 for o in owned) and \
+            frozenset().union(*owned) == frozenset(range(PARTITIONS))
+    wait_for(balanced, 60, "three members with two partitions each")
+
+
+def _reowned(members) -> bool:
+    return frozenset().union(*(m.assigned for m in members)) == frozenset(range(PARTITIONS))
+
+
 def test_three_members_share_partitions_and_survive_a_sigkill(bootstrap):
     group = "g-failover"
     create_topic(bootstrap, TOPIC, PARTITIONS)
@@ -176,15 +196,8 @@ def test_three_members_share_partitions_and_survive_a_sigkill(bootstrap):
     proc = ProcMember(bootstrap, group)
     members = []
     try:
-        wait_for(lambda: proc.assigned, 60, "the process member's first assignment")
-        members = [Member(bootstrap, group, f"thread-{i}") for i in range(2)]
-        for m in members:
-            m.start()
-
-        def balanced():
-            owned = [proc.assigned] + [m.assigned for m in members]
-            return all(len(o) == 2 for o in owned) and frozenset().union(*owned) == frozenset(range(PARTITIONS))
-        wait_for(balanced, 60, "three members with two partitions each")
+        _start_balanced(proc, members,
+                        lambda: [Member(bootstrap, group, f"thread-{i}") for i in range(2)])
         owned = [proc.assigned] + [m.assigned for m in members]
         assert sorted(p for o in owned for p in o) == list(range(PARTITIONS))   # disjoint, all six
         killed_parts = proc.assigned
@@ -194,9 +207,8 @@ def test_three_members_share_partitions_and_survive_a_sigkill(bootstrap):
         t_kill = time.monotonic()
         proc.kill()
 
-        def reowned():
-            return frozenset().union(*(m.assigned for m in members)) == frozenset(range(PARTITIONS))
-        wait_for(reowned, SESSION_TIMEOUT_MS / 1000 + 30, "the killed member's partitions to be re-owned")
+        wait_for(lambda: _reowned(members), SESSION_TIMEOUT_MS / 1000 + 30,
+                 "the killed member's partitions to be re-owned")
 
         def first_reconsumed():
             times = [t for m in members for (p, _, t) in m.records if p in killed_parts and t > t_kill]
@@ -261,23 +273,13 @@ def test_survivors_take_over_when_the_dead_members_session_expires_not_at_their_
                       heartbeat_interval_ms=2000)
     members = []
     try:
-        wait_for(lambda: proc.assigned, 60, "the process member's first assignment")
-        members = [Member(bootstrap, group, f"hb-thread-{i}", topic=topic,
-                          session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms)
-                   for i in range(2)]
-        for m in members:
-            m.start()
-
-        def balanced():
-            owned = [proc.assigned] + [m.assigned for m in members]
-            return all(len(o) == 2 for o in owned) and frozenset().union(*owned) == frozenset(range(PARTITIONS))
-        wait_for(balanced, 60, "three members with two partitions each")
+        _start_balanced(proc, members, lambda: [
+            Member(bootstrap, group, f"hb-thread-{i}", topic=topic, session_timeout_ms=session_ms,
+                   heartbeat_interval_ms=heartbeat_ms) for i in range(2)])
         t_kill = time.monotonic()              # the generation started < 0.5 s ago (t0)
         proc.kill()
-
-        def reowned():
-            return frozenset().union(*(m.assigned for m in members)) == frozenset(range(PARTITIONS))
-        wait_for(reowned, session_ms / 1000 + 30, "the killed member's partitions to be re-owned")
+        wait_for(lambda: _reowned(members), session_ms / 1000 + 30,
+                 "the killed member's partitions to be re-owned")
         took_s = time.monotonic() - t_kill
         print(f"\nSIGKILL -> re-owned in {took_s:.2f} s (dead member's session.timeout.ms="
               f"{dead_session_ms}; survivors' heartbeat.interval.ms={heartbeat_ms})")
