@@ -218,6 +218,16 @@ def make(svc, clock=None, **kw):
     return c, clock
 
 
+def joined(svc, listener=False, **kw):
+    """make() a consumer, subscribe it to TOPIC (with a Recorder as its rebalance listener when
+    `listener`) and poll until it owns its partitions: (consumer, clock, recorder or None)."""
+    c, clock = make(svc, **kw)
+    rec = Recorder(svc) if listener else None
+    c.subscribe([TOPIC], **({"listener": rec} if rec else {}))
+    poll_all(c)
+    return c, clock, rec
+
+
 def poll_all(c, rounds=5):
     got = {}
     for _ in range(rounds):
@@ -295,10 +305,7 @@ def test_rebalance_in_progress_commits_revokes_then_rejoins_with_same_member_id(
 
 def test_unknown_member_id_resets_member_id_and_reports_partitions_lost_without_committing():
     svc = FakeGroupService()
-    c, clock = make(svc, enable_auto_commit=True)
-    listener = Recorder(svc)
-    c.subscribe([TOPIC], listener=listener)
-    poll_all(c)
+    c, clock, listener = joined(svc, listener=True, enable_auto_commit=True)
     svc.errors[ApiKey.HEARTBEAT] = [E.Value("UNKNOWN_MEMBER_ID")]
     clock.t += 3000
     del svc.log[:]
@@ -526,9 +533,7 @@ def test_heartbeat_asks_to_be_held_for_the_interval_unless_long_poll_is_off():
 
 def test_a_held_heartbeat_blocks_nothing_and_its_answer_is_followed_by_the_next_at_once():
     svc = FakeGroupService()
-    c, clock = make(svc, heartbeat_interval_ms=3000)
-    c.subscribe([TOPIC])
-    poll_all(c)
+    c, clock, _ = joined(svc, heartbeat_interval_ms=3000)
     svc.gw.hold_apis = {ApiKey.HEARTBEAT}          # the coordinator holds it
     clock.t += 3000
     c.poll(timeout_ms=0)
@@ -565,10 +570,7 @@ def test_an_immediate_answer_keeps_the_interval():
 
 def test_a_held_heartbeat_answered_rebalance_in_progress_rejoins_in_the_next_poll():
     svc = FakeGroupService()
-    c, clock = make(svc, enable_auto_commit=True)
-    listener = Recorder(svc)
-    c.subscribe([TOPIC], listener=listener)
-    poll_all(c)
+    c, clock, listener = joined(svc, listener=True, enable_auto_commit=True)
     svc.gw.hold_apis = {ApiKey.HEARTBEAT}
     svc.errors[ApiKey.HEARTBEAT] = [E.Value("REBALANCE_IN_PROGRESS")]
     svc.others = ["zz-other"]
@@ -586,9 +588,7 @@ def test_a_held_heartbeat_answered_rebalance_in_progress_rejoins_in_the_next_pol
 
 def test_a_stale_answer_of_a_heartbeat_held_across_a_rejoin_is_dropped():
     svc = FakeGroupService()
-    c, clock = make(svc)
-    c.subscribe([TOPIC])
-    poll_all(c)
+    c, clock, _ = joined(svc)
     svc.gw.hold_apis = {ApiKey.HEARTBEAT}
     svc.errors[ApiKey.HEARTBEAT] = [E.Value("REBALANCE_IN_PROGRESS")]
     clock.t += 3000
@@ -608,9 +608,7 @@ def test_a_stale_answer_of_a_heartbeat_held_across_a_rejoin_is_dropped():
 
 def test_close_leaves_at_once_with_a_heartbeat_held():
     svc = FakeGroupService()
-    c, clock = make(svc)
-    c.subscribe([TOPIC])
-    poll_all(c)
+    c, clock, _ = joined(svc)
     svc.gw.hold_apis = {ApiKey.HEARTBEAT}
     clock.t += 3000
     c.poll(timeout_ms=0)
