@@ -258,6 +258,27 @@ def test_max_in_flight_limits_pipelining():
     assert len(s.in_flight) <= 1
 
 
+def test_the_sender_looks_again_at_once_while_ready_batches_wait_for_a_free_slot():
+    # A request holds at most max_request_size: the ready batches it left behind go in the
+    # next requests at once, not after the next answer or append (under bulk load the app is
+    # blocked on buffer_memory and appends nothing: one or two requests were in flight).
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: ProduceLog()})
+    conn, a, s = make_sender(gw, max_in_flight=3)
+    s.max_request_size = 150                  # one batch per request
+    conn.channel.hold = True
+    for _ in range(6):
+        a.append(TP0, 1, None, b"x" * 60, (), now_ms=0)   # a batch each (batch_size 100)
+    now = time.monotonic() * 1000.0
+    for sent in (1, 2, 3):
+        assert s.prepare(now) == 0            # more is ready and a slot is free: no sleep
+        assert len(s.in_flight) == sent
+    assert s.prepare(now) > 0                 # every slot taken: only an answer helps now
+    assert len(s.in_flight) == 3
+    conn.channel.release()
+    s.handle_responses()
+    assert not s.in_flight and s.prepare(now) == 0 and len(s.in_flight) == 1
+
+
 def test_acks0_completes_without_answer():
     gw = FakeGateway({ApiKey.METADATA: metadata_handler(), ApiKey.PRODUCE: lambda b, p: None})
     conn, a, s = make_sender(gw, acks=0)
