@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -384,15 +385,14 @@ def parse_args(argv):
                     help="producer threads of the sustained load (2)")
     ap.add_argument("--skip-failover", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
-    ap.add_argument("--data-dir", help="fleet directory (default: a temporary one)")
+    ap.add_argument("--data-dir", help="fleet directory, kept after the run (default: a "
+                    "temporary one, removed at the end)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': stdout)")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from deploy.fleet import Fleet, free_base_port
-    from riverbed import Admin
 
     def log(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
@@ -413,7 +413,29 @@ def main(argv: list[str] | None = None) -> int:
         "retry_backoff_ms": args.retry_backoff_ms, "request_timeout_ms": args.request_timeout_ms,
         "throughput_records": args.records, "throughput_partitions": args.partitions,
         "batch_size": args.batch_size, "linger_ms": args.linger_ms, "cpus": _cpus(),
-        "data_dir": root}, "modes": {}}
+        "data_dir": root if args.data_dir else f"{root} (removed after the run)"},
+        "modes": {}}
+    try:
+        _run_modes(args, modes, root, out, log)
+    finally:
+        if not args.data_dir:
+            # 600 s of full load leaves gigabytes of logs: a temporary fleet goes with its run,
+            # or a few runs fill the disk under everything else (as loadgen.scale's once did)
+            shutil.rmtree(root, ignore_errors=True)
+    print_table(out)
+    if args.json:
+        text = json.dumps(out, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    return 0
+
+
+def _run_modes(args, modes: list[str], root: str, out: dict[str, Any], log) -> None:
+    from deploy.fleet import Fleet, free_base_port
+    from riverbed import Admin
     for mode in modes:
         data_dir = f"{root}/{mode}"
         res: dict[str, Any] = {}
@@ -437,15 +459,8 @@ def main(argv: list[str] | None = None) -> int:
                                        "worst_ms": max(times), "best_ms": min(times),
                                        "elected_median_ms": statistics.median(el),
                                        "elected_worst_ms": max(el)}
-    print_table(out)
-    if args.json:
-        text = json.dumps(out, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-    return 0
+        if not args.data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)     # the next mode's fleet has room
 
 
 def _cpus() -> int:
