@@ -18,7 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-__all__ = ["CPU_GROUPS", "Cpu", "Sample", "cpu_of", "fleet_pids", "parse_stat", "is_io_thread", "process_cpu", "snapshot", "delta"]
+__all__ = ["CPU_GROUPS", "Cpu", "Sample", "cpu_of", "fleet_pids", "parse_stat", "is_io_thread",
+           "process_cpu", "process_pids", "snapshot", "delta"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -126,15 +127,26 @@ def delta(before: Mapping[str, Sample], after: Mapping[str, Sample]) -> dict[str
 CPU_GROUPS = ("client", "gateway", "storage-node", "other")
 
 
+def _services(fleet):
+    """(name, role, pid) of a deploy.fleet.Fleet's running Python services (ZooKeeper left out)."""
+    for name in fleet.names():
+        rec = fleet.process(name)
+        if rec.pid and rec.role != "zookeeper":
+            yield name, rec.role, rec.pid
+
+
 def fleet_pids(fleet) -> dict[str, list[int]]:
     """A deploy.fleet.Fleet's Python services by CPU group (ZooKeeper left out), plus this
     process as "client"."""
     groups: dict[str, list[int]] = {"client": [os.getpid()], "gateway": [],
                                     "storage-node": [], "other": []}
-    for name in fleet.names():
-        rec = fleet.process(name)
-        if not rec.pid or rec.role == "zookeeper":
-            continue
-        role = rec.role.replace("_", "-")
-        groups[role if role in groups else "other"].append(rec.pid)
+    for _, role, pid in _services(fleet):
+        role = role.replace("_", "-")
+        groups[role if role in groups else "other"].append(pid)
     return groups
+
+
+def process_pids(fleet) -> dict[str, list[int]]:
+    """A deploy.fleet.Fleet's Python services, each its own CPU group named after the process
+    ("gateway-1", "storage-2", ...; ZooKeeper left out)."""
+    return {name: [pid] for name, _, pid in _services(fleet)}

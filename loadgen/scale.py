@@ -107,16 +107,6 @@ def _perf(bootstrap: str, topic: str, records: int, processes: int, out_json: st
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _fleet_pids(fleet) -> dict[str, list[int]]:
-    """The fleet's Riverbed processes by name (ZooKeeper left out), each its own CPU group."""
-    out = {}
-    for name in fleet.names():
-        rec = fleet.process(name)
-        if rec.pid and rec.role != "zookeeper":
-            out[name] = [rec.pid]
-    return out
-
-
 def _process_cores(pids: dict[str, list[int]], before, seconds: float) -> dict[str, float]:
     """Cores each fleet process kept busy on average over `seconds` (the producers' sending
     window: the fleet is all but idle while they start and connect)."""
@@ -131,7 +121,7 @@ def _run_perfs(specs: list[tuple[str, str, int, int]], work: str,
     The rate is the sum of their rates (they run at the same time). With `fleet`, also the
     cores each fleet process kept busy meanwhile (_process_cores)."""
     from loadgen import proc_cpu
-    pids = _fleet_pids(fleet) if fleet is not None else None
+    pids = proc_cpu.process_pids(fleet) if fleet is not None else None
     cpu0 = proc_cpu.snapshot(pids) if pids else None
     procs = []
     for i, (bootstrap, topic, records, processes) in enumerate(specs):
