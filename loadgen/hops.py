@@ -197,6 +197,7 @@ def e2e_paced(bootstrap: str, topic: str, rate: float, count: int,
     """(percentiles, CPU): `count` records, one every 1/rate s from a producer here (asleep
     in between) to a consumer in another process; with `pids`, CPU ms per record by group (the
     consumer's own group added) and the cores they kept busy."""
+    from loadgen.repl_bench import _with_cpu
     from riverbed import Producer
     ctx = mp.get_context("spawn")
     q, ready = ctx.Queue(), ctx.Event()
@@ -209,21 +210,19 @@ def e2e_paced(bootstrap: str, topic: str, rate: float, count: int,
         if not ready.wait(60):
             raise RuntimeError("the e2e paced consumer did not start in 60 s")
         time.sleep(0.5)                  # its first FETCH parked at the leader
-        groups = {**pids, "consumer": [proc.pid]} if pids else None
-        if groups:
-            from loadgen import proc_cpu
-            before, t0 = proc_cpu.snapshot(groups), time.perf_counter()
         pad = RECORD[_SEND_TS.size:]
-        paced(lambda: producer.send(topic, _SEND_TS.pack(time.time_ns()) + pad, partition=0),
-              rate, count)
-        producer.flush(30)
-        lats = q.get(timeout=150)
+
+        def row() -> dict:
+            paced(lambda: producer.send(topic, _SEND_TS.pack(time.time_ns()) + pad, partition=0),
+                  rate, count)
+            producer.flush(30)
+            return {"lats": q.get(timeout=150)}
+        out = _with_cpu({**pids, "consumer": [proc.pid]} if pids else None, count, row)
+        lats = out["lats"]
         cpu: dict = {}
-        if groups:
-            secs = time.perf_counter() - t0
-            used = proc_cpu.delta(before, proc_cpu.snapshot(groups))
-            cpu = {"ms_per_record": {g: c.total / max(len(lats), 1) * 1000 for g, c in used.items()},
-                   "cores": sum(c.total for c in used.values()) / secs}
+        if "cpu_s_per_m" in out:       # CPU s per million records / 1000 = ms per record
+            cpu = {"ms_per_record": {g: v / 1000 for g, v in out["cpu_s_per_m"].items()},
+                   "cores": out["cores"]}
     finally:
         producer.close()
         proc.join(10)
