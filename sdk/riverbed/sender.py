@@ -204,20 +204,18 @@ class Sender:
             self._metadata_wanted = True
         self._expire(now)
         throttled = now < self.throttle_until_ms
-        sent = False
+        delay = check.next_ready_check_delay_ms
         if check.ready and len(self.in_flight) < self.max_in_flight and not throttled:
             batches = self.acc.drain(check.ready, self.max_request_size, now)
             if batches:
                 self._send_produce(batches, now)
-                sent = True
-        delay = check.next_ready_check_delay_ms
-        if sent:
-            # One request holds at most max_request_size: batches that were ready may still
-            # wait. Look again at once, without sleeping, while a request slot is free (Kafka's
-            # Sender polls with timeout 0 while nodes have sendable data); sleeping here left
-            # them for the next answer or append, a pipeline of one or two requests under bulk
-            # load (the app blocked on buffer_memory appends nothing to wake us).
-            delay = 0
+                # One request holds at most max_request_size: batches that were ready may
+                # still wait. Look again at once, without sleeping, while a request slot is
+                # free (Kafka's Sender polls with timeout 0 while nodes have sendable data);
+                # sleeping here left them for the next answer or append, a pipeline of one or
+                # two requests under bulk load (the app blocked on buffer_memory appends
+                # nothing to wake us).
+                delay = 0
         if throttled:
             delay = max(delay, self.throttle_until_ms - now)
         if idem is not None and idem.needs_producer_id:
