@@ -49,6 +49,10 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 HEARTBEAT_WAIT_SESSION_DIVISOR = 3
 
 
+def _heartbeat_reply(rid: int, code: int, msg: str = "") -> Reply:
+    return Reply(rid, group_pb2.HeartbeatResponse(error_code=code, error_message=msg))
+
+
 class InvariantViolation(AssertionError):
     pass
 
@@ -415,7 +419,7 @@ class GroupCoordinatorCore:
                    out: list[Effect]) -> None:
         """Renew the session and answer, or (max_wait_ms > 0, Stable, a free slot) park it."""
         def answer(code: int, msg: str = "") -> None:
-            out.append(Reply(rid, group_pb2.HeartbeatResponse(error_code=code, error_message=msg)))
+            out.append(_heartbeat_reply(rid, code, msg))
 
         group, member, err = self._member_check(req.group_id, req.member_id, req.generation_id)
         if member is not None:
@@ -443,7 +447,7 @@ class GroupCoordinatorCore:
         member.heartbeat_request = None
         member.heartbeat_answer_ms = None
         self.parked_heartbeats -= 1
-        out.append(Reply(rid, group_pb2.HeartbeatResponse(error_code=code, error_message=msg)))
+        out.append(_heartbeat_reply(rid, code, msg))
 
     def _leave(self, req: group_pb2.LeaveGroupRequest, now_ms: int, out: list[Effect]) -> tuple[int, str]:
         group, member, err = self._member_check(req.group_id, req.member_id, None)
