@@ -1,6 +1,7 @@
 """The standby's warm copy of the topic znodes (controller shell/warm_topics.py) against a real
 ZooKeeper: after another session's writes, a write of its own (the epoch bump), the barrier
-and a refresh, the copy equals a full read, and the refresh read only what changed."""
+and a refresh, the copy equals a full read, and the refresh read only what changed. Also the
+store's own batches (shell/zk_store.py) where their order matters."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,8 @@ import pytest
 from services.common import zk as zkmod
 from services.common import znodes
 from services.controller.core.effects import (
-    DeleteTopicZnodes, WritePartitionState, WriteTopicAssignment, WriteTopicConfig)
+    DeleteTopicZnodes, MarkTopicForDeletion, WritePartitionState, WriteTopicAssignment,
+    WriteTopicConfig)
 from services.controller.core.model import NEW, LeaderIsr
 from services.controller.shell.warm_topics import WarmTopics
 from services.controller.shell.zk_store import ZkStore
@@ -110,3 +112,18 @@ def test_background_refresh_is_bounded_and_converges(clients):
         assert calls < 50
     assert calls > 6                         # 62 znodes, 10 at a time
     assert warm.snapshot() == ZkStore(reader).read_topics()
+
+
+def test_a_topic_marked_and_deleted_in_one_batch_leaves_no_marker(clients):
+    """A topic none of whose replicas is live: no StopReplica to send, so the controller core's
+    mark and delete reach the store as one batch. The marker the batch creates must go too; a
+    marker left behind makes the next controller delete a new topic of that name."""
+    writer, reader = clients
+    ZkStore(writer).commit(_topic("gone", 3), _epoch_version(writer))
+    ZkStore(writer).commit([MarkTopicForDeletion("gone"),
+                            DeleteTopicZnodes("gone", (0, 1, 2), True, True)],
+                           _epoch_version(writer))
+    assert reader.get_children(znodes.DELETE_TOPICS) == []
+    assert reader.exists(znodes.topic_path("gone")) is None
+    assert reader.exists(znodes.topic_config_path("gone")) is None
+    assert ZkStore(reader).read_pending_deletions() == ()

@@ -287,8 +287,12 @@ class ZkStore:
                 path = znodes.delete_topic_path(w.topic)
                 if c.exists(path) is None:
                     ops.append(lambda t, p=path: t.create(p, znodes.encode_delete_topic()))
+                    created.add(path)
             elif isinstance(w, DeleteTopicZnodes):
-                ops.extend(self._delete_topic_ops(w.topic))
+                # A marker this batch creates is not in ZooKeeper yet for the read below: delete
+                # it too (with no StopReplica to send, the mark and the delete share one batch).
+                ops.extend(self._delete_topic_ops(
+                    w.topic, marker_in_batch=znodes.delete_topic_path(w.topic) in created))
             elif isinstance(w, WriteReassignments):
                 path = znodes.REASSIGN_PARTITIONS
                 data = znodes.encode_reassign_partitions(
@@ -309,8 +313,9 @@ class ZkStore:
                 raise TypeError(w)
         return ops
 
-    def _delete_topic_ops(self, topic: str) -> list:
-        """Deletes, leaves first, of every znode the topic has (read now: we are the only writer)."""
+    def _delete_topic_ops(self, topic: str, marker_in_batch: bool = False) -> list:
+        """Deletes, leaves first, of every znode the topic has (read now: we are the only writer),
+        and of its deletion marker, also when `marker_in_batch` (created earlier in this batch)."""
         c = self.client
         paths: list[str] = []
 
@@ -324,8 +329,9 @@ class ZkStore:
             paths.append(path)
 
         walk(znodes.topic_path(topic))
-        for path in (znodes.topic_config_path(topic), znodes.delete_topic_path(topic)):
-            if c.exists(path) is not None:
+        marker = znodes.delete_topic_path(topic)
+        for path in (znodes.topic_config_path(topic), marker):
+            if (path == marker and marker_in_batch) or c.exists(path) is not None:
                 paths.append(path)
         return [lambda t, p=p: t.delete(p) for p in paths]
 
