@@ -36,7 +36,12 @@ wait_until = functools.partial(node_helpers.wait_until, timeout_s=WAIT_S, interv
 
 
 class Controllers:
-    """Controller processes started by this test, stopped (by PID) on exit."""
+    """Controller processes started by this test, stopped (by PID) on exit.
+
+    The storage nodes these tests register are znodes only: nothing sends BROKER_HEARTBEAT, so
+    the controllers run on ZooKeeper's view alone (broker.session.timeout.ms 0). With the
+    default (2000 ms) they fence every node two seconds after they start, and a test slower than
+    that on a busy machine sees no live nodes."""
 
     def __init__(self, tmp: pathlib.Path, zk_connect: str):
         self.tmp = tmp
@@ -48,7 +53,7 @@ class Controllers:
         props = {"controller.id": cid, "host.name": "127.0.0.1", "port": port,
                  "pub.port": pub_port, "zookeeper.connect": self.zk_connect,
                  "zookeeper.session.timeout.ms": 4000, "controller.socket.timeout.ms": 1000,
-                 **overrides}
+                 "broker.session.timeout.ms": 0, **overrides}
         cfg = self.tmp / f"controller-{cid}.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         proc = spawn([sys.executable, "-m", "services.controller", "--config", str(cfg)],
