@@ -239,8 +239,9 @@ class GatewayConnection:
             try:
                 return self.channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms)
             except errors.RequestTimedOutError as e:
+                state = getattr(self._channel, "connection_state", None)
                 reason = getattr(self._channel, "down_reason", None) or \
-                    f"no answer within {timeout_ms} ms"
+                    f"no answer within {timeout_ms} ms" + (f"; {state}" if state else "")
                 failures.append(f"{endpoint} ({reason})")
                 self.failover(str(e))
         raise errors.NoBrokersAvailable(

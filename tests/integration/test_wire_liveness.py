@@ -121,3 +121,27 @@ def test_a_channel_refused_at_first_works_once_the_peer_listens():
             assert ch.down_reason is None
         finally:
             router.close(linger=0)
+
+
+def test_a_timeout_says_whether_the_handshake_ever_completed():
+    """No answer at all: the error tells a peer that accepts TCP but never answers the ZMTP
+    handshake (a listener that is not a gateway, or one whose handshake hangs) from a connected
+    peer that is slow."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)                           # the kernel accepts; nobody speaks ZMTP
+    ctx = zmq.Context.instance()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        with Channel(f"tcp://127.0.0.1:{listener.getsockname()[1]}", fail_fast=True) as ch:
+            with pytest.raises(errors.RequestTimedOutError,
+                               match="TCP connected, but the ZMTP/CURVE handshake has not"):
+                ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=1500)
+        with Channel(f"tcp://127.0.0.1:{port}", fail_fast=True) as ch:
+            with pytest.raises(errors.RequestTimedOutError, match=r"in 1500 ms \(connected\)"):
+                ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=1500)
+            assert ch.connection_state == "connected"
+    finally:
+        router.close(linger=0)
+        listener.close()

@@ -148,6 +148,12 @@ class Channel:
         return None if self._watch is None else self._watch.up
 
     @property
+    def connection_state(self) -> str | None:
+        """Where the connection stands ("connected", "not connected yet", "TCP connected, but
+        the ZMTP/CURVE handshake has not completed", "reconnecting"); None without fail_fast."""
+        return None if self._watch is None else self._watch.state()
+
+    @property
     def down_reason(self) -> str | None:
         """Why the connection is known to be down ("connection refused", "connection lost"),
         or None while it is up or still being attempted."""
@@ -328,8 +334,10 @@ class Channel:
                 self._pending.pop(corr, None)
                 if self.down_reason is not None:
                     raise errors.RequestTimedOutError(self._expiry_message(api))
+                state = self.connection_state
                 raise errors.RequestTimedOutError(
-                    f"no response to {api_name(api)} from {self.endpoint} in {timeout_ms} ms")
+                    f"no response to {api_name(api)} from {self.endpoint} in {timeout_ms} ms"
+                    + (f" ({state})" if state is not None else ""))
             expired = self._pop_expired(now)     # other requests' timeouts: kept for recv()
             if expired is not None:
                 self._ready.append(expired)

@@ -89,7 +89,21 @@ class ConnectionWatch:
         self.socket: zmq.Socket = sock.get_monitor_socket(_WATCHED)
         self.up = False
         self.ever_up = False
+        self.tcp_connected = False              # CONNECTED seen, no DISCONNECTED since
         self.down_reason: str | None = None     # set while the connection is known down
+
+    def state(self) -> str:
+        """Where the connection stands, for an error that says no answer came: it tells a peer
+        that never accepted the TCP connection from one whose handshake never completed (a
+        server that accepts but does not answer the ZMTP or CURVE handshake) from one that is
+        connected and slow."""
+        if self.up:
+            return "connected"
+        if self.tcp_connected:
+            return "TCP connected, but the ZMTP/CURVE handshake has not completed"
+        if self.ever_up:
+            return "reconnecting"
+        return "not connected yet"
 
     def process(self) -> str | None:
         """Read every pending event. Returns the reason when a connection attempt failed or
@@ -108,19 +122,20 @@ class ConnectionWatch:
             if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED or kind == zmq.EVENT_CONNECTED:
                 if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                     self.up = self.ever_up = True
+                self.tcp_connected = True
                 self.down_reason = None
                 continue
             if kind == zmq.EVENT_DISCONNECTED:
                 if self.up:
                     reason = "connection lost"
-                self.up = False
+                self.up = self.tcp_connected = False
             elif kind == zmq.EVENT_CONNECT_RETRIED:
                 if not self.up:
                     reason = self.down_reason
                     if reason is None:      # the first failed attempt: find out why, once
                         reason = probe_tcp(self.endpoint) or "cannot connect"
             elif kind in _HANDSHAKE_FAILED:
-                self.up = False
+                self.up = self.tcp_connected = False
                 reason = _HANDSHAKE_FAILED[kind]
             if reason is not None:
                 if self.down_reason is None:
