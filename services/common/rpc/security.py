@@ -127,8 +127,16 @@ class TrustStore:
             entries = sorted(os.scandir(self.directory), key=lambda e: e.name)
         except OSError:
             return ()
-        return tuple((e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in entries
-                     if e.name.endswith(".key"))
+        out = []
+        for e in entries:
+            if not e.name.endswith(".key"):
+                continue
+            try:
+                st = e.stat()
+            except OSError:     # removed since the listing (a key rotation): not there
+                continue
+            out.append((e.name, st.st_mtime_ns, st.st_size))
+        return tuple(out)
 
     def reload(self, force: bool = False) -> bool:
         """Re-read the directory if it changed (or `force`); True when it was re-read."""
@@ -262,12 +270,19 @@ class _ZapHandler(threading.Thread):
         try:
             while True:
                 events = dict(poller.poll(min(sec.reload_ms, 1000)))
-                self._drain_monitors()   # connections first: a ZAP request counts its own
-                if sock not in events:
-                    sec.trust.reload()
-                    continue
+                try:
+                    self._drain_monitors()   # connections first: a ZAP request counts its own
+                    if sock not in events:
+                        sec.trust.reload()
+                        continue
+                except zmq.ZMQError:
+                    raise
+                except Exception:  # noqa: BLE001 - as in _answer: ZAP must go on
+                    log.exception("ZAP housekeeping failed")
+                    if sock not in events:
+                        continue
                 msg = sock.recv_multipart()
-                sock.send_multipart(self._reply(msg))
+                sock.send_multipart(self._answer(msg))
         except zmq.ZMQError as e:   # the context is terminated or destroyed: the process ends
             log.debug("ZAP handler stops: %s", e)
         finally:
@@ -276,6 +291,17 @@ class _ZapHandler(threading.Thread):
                     mon.close(linger=0)
             if not sock.closed:
                 sock.close(linger=0)
+
+    def _answer(self, msg: list[bytes]) -> list[bytes]:
+        """_reply, or ZAP's 500 (internal error) when it fails: the one handshake is refused,
+        and this thread, which every later handshake of the process waits on, lives on."""
+        try:
+            return self._reply(msg)
+        except Exception:  # noqa: BLE001 - a bug or a file-system error must not end ZAP
+            log.exception("ZAP request failed; the handshake is refused")
+            self.refused += 1
+            request_id = msg[1] if len(msg) > 1 else b""
+            return [b"1.0", request_id, b"500", b"internal error", b"", b""]
 
     def _reply(self, msg: list[bytes]) -> list[bytes]:
         if len(msg) < 6:

@@ -4,7 +4,9 @@ import os
 import stat
 
 import pytest
+import zmq
 import zmq.auth
+import zmq.utils.z85
 
 from riverbed.wire import security as sec
 from services.common import zk as zkmod
@@ -134,3 +136,53 @@ def test_connection_counter_per_ip():
     assert c.per_ip == {"10.0.0.1": 1, "10.0.0.2": 1}
     c.accepted(1, 11, "10.0.0.3")          # fd reused before its close was seen
     assert c.per_ip == {"10.0.0.3": 1, "10.0.0.2": 1}
+
+
+def test_trust_store_listing_skips_a_key_removed_while_it_is_listed(tmp_path, monkeypatch):
+    sec.create_keypair(tmp_path / "t", "alice", secret_dir=tmp_path / "p")
+    store = rsec.TrustStore(str(tmp_path / "t"))
+    real_scandir = os.scandir
+
+    class Vanished:
+        name = "bob.key"
+
+        def stat(self):
+            raise FileNotFoundError(2, "No such file or directory", "bob.key")
+
+    monkeypatch.setattr(rsec.os, "scandir", lambda d: [*real_scandir(d), Vanished()])
+    assert [name for name, _, _ in store._listing()] == ["alice.key"]
+    assert not store.reload()                        # nothing changed, nothing raised
+
+
+def test_zap_refuses_with_500_and_lives_on_when_a_request_fails(tmp_path, monkeypatch):
+    """An error inside the ZAP handler (a bug, a file-system error) refuses that one handshake;
+    the handler thread, which every later handshake of the process waits on, keeps answering."""
+    _, server_secret = sec.create_keypair(tmp_path / "t", "gw", kind="service",
+                                          secret_dir=tmp_path / "p")
+    alice, _ = sec.create_keypair(tmp_path / "t", "alice", secret_dir=tmp_path / "p")
+    security = rsec.ServerSecurity(rsec.SecurityConfig(
+        "CURVE", str(server_secret), str(tmp_path / "t")))
+    ctx = zmq.Context()
+    req = ctx.socket(zmq.REQ)
+    try:
+        security._ensure_zap(ctx)
+        req.connect("inproc://zeromq.zap.01")
+        key = zmq.utils.z85.decode(sec.read_certificate(alice).public_key)
+
+        def ask(request_id: bytes) -> list[bytes]:
+            req.send_multipart([b"1.0", request_id, sec.ZAP_DOMAIN.encode(), b"127.0.0.1",
+                                b"", b"CURVE", key])
+            assert req.poll(5000), "the ZAP handler did not answer"
+            return req.recv_multipart()
+
+        assert ask(b"1")[2:5] == [b"200", b"OK", b"User:alice"]
+        def failing_reload(force=False):
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(security.trust, "reload", failing_reload)
+        assert ask(b"2")[1:4] == [b"2", b"500", b"internal error"]
+        monkeypatch.undo()
+        assert ask(b"3")[2:5] == [b"200", b"OK", b"User:alice"]
+    finally:
+        req.close(linger=0)
+        ctx.destroy(linger=0)
