@@ -145,3 +145,32 @@ def test_a_timeout_says_whether_the_handshake_ever_completed():
     finally:
         router.close(linger=0)
         listener.close()
+
+
+def test_an_idle_client_retrying_a_dead_gateway_does_not_stall_the_others():
+    """Nobody reads the monitor of a client that sits idle while its gateway is gone, and
+    libzmq's I/O thread writes each reconnect attempt's event there with a blocking send: on a
+    bounded pipe it blocked once 1,000 were queued, and every other socket of the context
+    (every client of the process) stopped connecting and sending, for good."""
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    idle = Channel(f"tcp://127.0.0.1:{_closed_port()}", context=ctx, fail_fast=True,
+                   reconnect_ivl_ms=1, reconnect_ivl_max_ms=1)
+    arrived = False
+    try:
+        for _ in range(300):          # thousands of unread CONNECT_RETRIED events
+            time.sleep(0.01)
+        with Channel(f"tcp://127.0.0.1:{port}", context=ctx, fail_fast=True) as ch:
+            ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+            for _ in range(200):
+                ch.recv(50)
+                if router.poll(0):
+                    arrived = True
+                    break
+        assert arrived, "the request never left: the context's I/O thread is stuck"
+    finally:
+        if arrived:                   # a stuck I/O thread would hang the context's teardown
+            idle.close()
+            router.close(linger=0)
+            ctx.destroy(linger=0)

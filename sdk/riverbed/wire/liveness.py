@@ -26,6 +26,7 @@ gateway's side without any option set there.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import socket
@@ -35,7 +36,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 __all__ = ["ConnectionWatch", "HEARTBEAT_IVL_MS", "HEARTBEAT_TIMEOUT_MS", "CONNECT_TIMEOUT_MS",
-           "probe_tcp"]
+           "probe_tcp", "unbounded_monitor"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,29 @@ _HANDSHAKE_FAILED: dict[int, str] = {zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "hand
                      zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "ZMTP handshake failed (not a "
                                                           "Riverbed gateway?)",
                      zmq.EVENT_HANDSHAKE_FAILED_AUTH: "authentication failed"}
+
+
+_MONITOR_IDS = itertools.count()
+
+
+def unbounded_monitor(sock: zmq.Socket, events: int, *,
+                      socket_class: type | None = None) -> zmq.Socket:
+    """`sock.get_monitor_socket(events)`, but on a pipe with no high-water mark.
+
+    libzmq's I/O thread writes a socket's monitor events with a blocking send. With the default
+    pipe (1,000 messages), a monitor nobody reads for a while (an idle client retrying a gateway
+    that is gone, once per reconnect interval) fills it, and then the I/O thread blocks for
+    good: every socket of the context, in every client of the process, stops sending and
+    connecting. Our end's RCVHWM 0 makes the inproc pipe unbounded (libzmq bounds an inproc
+    pipe only when both ends have a limit); an unread event costs a few dozen bytes."""
+    addr = f"inproc://riverbed-monitor-{os.getpid()}-{id(sock)}-{next(_MONITOR_IDS)}"
+    sock.monitor(addr, events)
+    kwargs = {} if socket_class is None else {"socket_class": socket_class}
+    mon = sock.context.socket(zmq.PAIR, **kwargs)
+    mon.setsockopt(zmq.RCVHWM, 0)
+    mon.setsockopt(zmq.LINGER, 0)
+    mon.connect(addr)
+    return mon
 
 
 def configure_heartbeats(sock: zmq.Socket) -> None:
@@ -86,7 +110,7 @@ class ConnectionWatch:
     def __init__(self, sock: zmq.Socket, endpoint: str):
         configure_heartbeats(sock)
         self.endpoint = endpoint
-        self.socket: zmq.Socket = sock.get_monitor_socket(_WATCHED)
+        self.socket: zmq.Socket = unbounded_monitor(sock, _WATCHED)
         self.up = False
         self.ever_up = False
         self.tcp_connected = False              # CONNECTED seen, no DISCONNECTED since

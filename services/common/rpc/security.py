@@ -34,7 +34,6 @@ and new client keys both work during a rotation.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import os
 import threading
@@ -43,6 +42,7 @@ from typing import Any, Mapping
 
 import zmq
 
+from riverbed.wire.liveness import unbounded_monitor
 from riverbed.wire.security import (
     ANONYMOUS,
     ZAP_DOMAIN,
@@ -192,7 +192,6 @@ def _peer_ip(fd: int) -> str | None:
         return None
 
 
-_MONITOR_IDS = itertools.count()
 # values are the connection's fd (a refused handshake ends with DISCONNECTED too)
 _MONITOR_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
 
@@ -216,10 +215,8 @@ class _ZapHandler(threading.Thread):
 
     def add_monitor(self, server: zmq.Socket) -> None:
         """Count `server`'s connections per IP (call before it binds)."""
-        addr = f"inproc://riverbed-monitor-{id(server)}-{next(_MONITOR_IDS)}"
-        server.monitor(addr, _MONITOR_EVENTS)
-        mon = self._ctx.socket(zmq.PAIR, socket_class=zmq.Socket)   # a plain socket (thread)
-        mon.connect(addr)
+        # a plain socket (this thread's); unbounded: a full pipe would stall the I/O thread
+        mon = unbounded_monitor(server, _MONITOR_EVENTS, socket_class=zmq.Socket)
         with self._security._lock:
             self._new_monitors.append((id(server), mon))
 

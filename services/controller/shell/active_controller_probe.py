@@ -23,7 +23,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from riverbed.wire.dealer import configure_dealer
-from riverbed.wire.liveness import configure_heartbeats
+from riverbed.wire.liveness import configure_heartbeats, unbounded_monitor
 from services.common.rpc.security import process_security
 from services.controller.core.active_controller_watch import (
     ActiveController, ActiveControllerWatch)
@@ -126,7 +126,7 @@ class ActiveControllerProbe:
                              reconnect_ivl_max_ms=RECONNECT_IVL_MAX_MS)
             configure_heartbeats(sock)
             process_security().client.apply(sock, endpoint)
-            monitor = sock.get_monitor_socket(_EVENTS)
+            monitor = unbounded_monitor(sock, _EVENTS)
             sock.connect(endpoint)
         except Exception:
             sock.close(linger=0)
