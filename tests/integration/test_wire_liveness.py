@@ -21,6 +21,7 @@ import zmq
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2, metadata_pb2
 from riverbed.wire.client import Channel
+from riverbed.wire.liveness import ConnectionWatch
 
 pytestmark = pytest.mark.integration
 
@@ -147,30 +148,64 @@ def test_a_timeout_says_whether_the_handshake_ever_completed():
         listener.close()
 
 
+def _delivers(ctx: zmq.Context) -> bool:
+    """A request from a new channel of `ctx` reaches a ROUTER of it (the I/O thread works)."""
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        with Channel(f"tcp://127.0.0.1:{port}", context=ctx, fail_fast=True) as ch:
+            ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+            for _ in range(200):
+                ch.recv(50)
+                if router.poll(0):
+                    return True
+        return False
+    finally:
+        router.close(linger=0)
+
+
+@pytest.mark.parametrize("how", ["closed", "garbage-collected"])
+def test_a_watch_gone_before_its_socket_does_not_stall_the_others(how):
+    """A connection watch closed, or dropped and collected, while its socket lives on and keeps
+    retrying: libzmq's next monitor event had no reader and blocked the context's I/O thread."""
+    import gc
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.RECONNECT_IVL, 1)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1)
+    watch = ConnectionWatch(sock, f"tcp://127.0.0.1:{_closed_port()}")
+    sock.connect(watch.endpoint)
+    ok = False
+    try:
+        time.sleep(0.2)
+        if how == "closed":
+            watch.close()
+        else:
+            del watch
+            gc.collect()
+        time.sleep(0.3)               # hundreds of reconnect attempts, each an event
+        ok = _delivers(ctx)
+        assert ok, "the request never left: the context's I/O thread is stuck"
+    finally:
+        if ok:                        # a stuck I/O thread would hang the context's teardown
+            sock.close(linger=0)
+            ctx.destroy(linger=0)
+
+
 def test_an_idle_client_retrying_a_dead_gateway_does_not_stall_the_others():
     """Nobody reads the monitor of a client that sits idle while its gateway is gone, and
     libzmq's I/O thread writes each reconnect attempt's event there with a blocking send: on a
     bounded pipe it blocked once 1,000 were queued, and every other socket of the context
     (every client of the process) stopped connecting and sending, for good."""
     ctx = zmq.Context()
-    router = ctx.socket(zmq.ROUTER)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
     idle = Channel(f"tcp://127.0.0.1:{_closed_port()}", context=ctx, fail_fast=True,
                    reconnect_ivl_ms=1, reconnect_ivl_max_ms=1)
-    arrived = False
+    ok = False
     try:
-        for _ in range(300):          # thousands of unread CONNECT_RETRIED events
-            time.sleep(0.01)
-        with Channel(f"tcp://127.0.0.1:{port}", context=ctx, fail_fast=True) as ch:
-            ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
-            for _ in range(200):
-                ch.recv(50)
-                if router.poll(0):
-                    arrived = True
-                    break
-        assert arrived, "the request never left: the context's I/O thread is stuck"
+        time.sleep(3)                 # thousands of unread CONNECT_RETRIED events
+        ok = _delivers(ctx)
+        assert ok, "the request never left: the context's I/O thread is stuck"
     finally:
-        if arrived:                   # a stuck I/O thread would hang the context's teardown
+        if ok:                        # a stuck I/O thread would hang the context's teardown
             idle.close()
-            router.close(linger=0)
             ctx.destroy(linger=0)

@@ -30,13 +30,14 @@ import itertools
 import logging
 import os
 import socket
+import weakref
 from urllib.parse import urlsplit
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 __all__ = ["ConnectionWatch", "HEARTBEAT_IVL_MS", "HEARTBEAT_TIMEOUT_MS", "CONNECT_TIMEOUT_MS",
-           "probe_tcp", "unbounded_monitor"]
+           "close_monitor", "probe_tcp", "unbounded_monitor"]
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +62,20 @@ _MONITOR_IDS = itertools.count()
 
 def unbounded_monitor(sock: zmq.Socket, events: int, *,
                       socket_class: type | None = None) -> zmq.Socket:
-    """`sock.get_monitor_socket(events)`, but on a pipe with no high-water mark.
+    """`sock.get_monitor_socket(events)`, but on a pipe with no high-water mark; close it with
+    close_monitor(sock, mon), never on its own.
 
-    libzmq's I/O thread writes a socket's monitor events with a blocking send. With the default
-    pipe (1,000 messages), a monitor nobody reads for a while (an idle client retrying a gateway
-    that is gone, once per reconnect interval) fills it, and then the I/O thread blocks for
-    good: every socket of the context, in every client of the process, stops sending and
-    connecting. Our end's RCVHWM 0 makes the inproc pipe unbounded (libzmq bounds an inproc
-    pipe only when both ends have a limit); an unread event costs a few dozen bytes."""
+    libzmq's I/O thread writes a socket's monitor events with a blocking send, and every socket
+    of the context waits while it blocks: every client of the process stops connecting and
+    sending, for good. It blocks when the pipe is full or when the pipe is gone:
+    - full: with the default pipe (1,000 messages), a monitor nobody reads for a while (an idle
+      client retrying a gateway that is gone, once per reconnect interval) fills it. Our end's
+      RCVHWM 0 makes the inproc pipe unbounded (libzmq bounds an inproc pipe only when both
+      ends have a limit); an unread event costs a few dozen bytes.
+    - gone: the reader closed while the monitored socket lives on (its next event has nowhere
+      to go). close_monitor stops the monitor first; an owner that may be dropped unclosed
+      registers it as its finalizer (ConnectionWatch does), so the garbage collector's order
+      of freeing the two sockets does not matter."""
     addr = f"inproc://riverbed-monitor-{os.getpid()}-{id(sock)}-{next(_MONITOR_IDS)}"
     sock.monitor(addr, events)
     kwargs = {} if socket_class is None else {"socket_class": socket_class}
@@ -77,6 +84,18 @@ def unbounded_monitor(sock: zmq.Socket, events: int, *,
     mon.setsockopt(zmq.LINGER, 0)
     mon.connect(addr)
     return mon
+
+
+def close_monitor(sock: zmq.Socket, mon: zmq.Socket) -> None:
+    """Stop `sock`'s monitor, then close its reader `mon` (the reverse would leave libzmq's I/O
+    thread blocked on the next event; see unbounded_monitor)."""
+    if not sock.closed:
+        try:
+            sock.disable_monitor()
+        except zmq.ZMQError:     # the context is going away: nothing sends any more
+            pass
+    if not mon.closed:
+        mon.close(linger=0)
 
 
 def configure_heartbeats(sock: zmq.Socket) -> None:
@@ -111,6 +130,9 @@ class ConnectionWatch:
         configure_heartbeats(sock)
         self.endpoint = endpoint
         self.socket: zmq.Socket = unbounded_monitor(sock, _WATCHED)
+        # closes the reader after stopping the monitor, also when the channel is dropped
+        # unclosed (the finalizer holds both sockets, so neither goes first)
+        self._finalizer = weakref.finalize(self, close_monitor, sock, self.socket)
         self.up = False
         self.ever_up = False
         self.tcp_connected = False              # CONNECTED seen, no DISCONNECTED since
@@ -168,4 +190,4 @@ class ConnectionWatch:
                 went_down = reason
 
     def close(self) -> None:
-        self.socket.close(linger=0)
+        self._finalizer()

@@ -23,7 +23,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from riverbed.wire.dealer import configure_dealer
-from riverbed.wire.liveness import configure_heartbeats, unbounded_monitor
+from riverbed.wire.liveness import close_monitor, configure_heartbeats, unbounded_monitor
 from services.common.rpc.security import process_security
 from services.controller.core.active_controller_watch import (
     ActiveController, ActiveControllerWatch)
@@ -95,7 +95,7 @@ class ActiveControllerProbe:
                 if self.watch.watch(wanted):
                     if monitor is not None:
                         poller.unregister(monitor)
-                        monitor.close(linger=0)
+                        close_monitor(sock, monitor)
                         sock.close(linger=0)
                         sock = monitor = None
                     if wanted is not None:
@@ -113,8 +113,8 @@ class ActiveControllerProbe:
         except Exception:  # noqa: BLE001 - the probe is an optimisation: log, stop probing
             log.exception("active controller probe stopped")
         finally:
-            if monitor is not None:
-                monitor.close(linger=0)
+            if monitor is not None:     # the monitor stopped before its reader goes
+                close_monitor(sock, monitor)
             if sock is not None:
                 sock.close(linger=0)
 
