@@ -138,10 +138,10 @@ def test_a_timeout_says_whether_the_handshake_ever_completed():
         with Channel(f"tcp://127.0.0.1:{listener.getsockname()[1]}", fail_fast=True) as ch:
             with pytest.raises(errors.RequestTimedOutError,
                                match="TCP connected, but the ZMTP/CURVE handshake has not"):
-                ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=1500)
+                ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=5000)
         with Channel(f"tcp://127.0.0.1:{port}", fail_fast=True) as ch:
-            with pytest.raises(errors.RequestTimedOutError, match=r"in 1500 ms \(connected\)"):
-                ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=1500)
+            with pytest.raises(errors.RequestTimedOutError, match=r"in 5000 ms \(connected\)"):
+                ch.call(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=5000)
             assert ch.connection_state == "connected"
     finally:
         router.close(linger=0)

@@ -133,6 +133,9 @@ class ConnectionWatch:
         # closes the reader after stopping the monitor, also when the channel is dropped
         # unclosed (the finalizer holds both sockets, so neither goes first)
         self._finalizer = weakref.finalize(self, close_monitor, sock, self.socket)
+        # not at interpreter exit: the SDK's own exit hook still flushes through this channel
+        # then (finalize's hook may run first), and the process's end closes everything anyway
+        self._finalizer.atexit = False
         self.up = False
         self.ever_up = False
         self.tcp_connected = False              # CONNECTED seen, no DISCONNECTED since
