@@ -271,13 +271,12 @@ class _ZapHandler(threading.Thread):
                     self._drain_monitors()   # connections first: a ZAP request counts its own
                     if sock not in events:
                         sec.trust.reload()
-                        continue
                 except zmq.ZMQError:
                     raise
                 except Exception:  # noqa: BLE001 - as in _answer: ZAP must go on
                     log.exception("ZAP housekeeping failed")
-                    if sock not in events:
-                        continue
+                if sock not in events:
+                    continue
                 msg = sock.recv_multipart()
                 sock.send_multipart(self._answer(msg))
         except zmq.ZMQError as e:   # the context is terminated or destroyed: the process ends

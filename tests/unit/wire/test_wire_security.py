@@ -176,6 +176,7 @@ def test_zap_refuses_with_500_and_lives_on_when_a_request_fails(tmp_path, monkey
             return req.recv_multipart()
 
         assert ask(b"1")[2:5] == [b"200", b"OK", b"User:alice"]
+
         def failing_reload(force=False):
             raise OSError(5, "Input/output error")
 
