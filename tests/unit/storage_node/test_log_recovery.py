@@ -57,6 +57,7 @@ def test_recovery_keeps_everything_before_the_damage(tmp_path_factory, n_flushed
             f.seek(size)
             f.write(bytes(len(garbage)))
     del flushed_in_active
+    plog.abandon()       # the crashed process's files are closed, nothing more is written
     again = open_log(d, config(**CFG), recovery_point=recovery_point, needs_recovery=True)
     assert again.log_end_offset >= flushed_end
     data = read_all(again)

@@ -216,6 +216,7 @@ def test_truncate_to_reloads_the_state_of_the_remaining_log(tmp_path_factory, ro
     e = store.state.entry(1)
     nxt = e.last_seq + 1 if e is not None else 0
     assert produce(store, pbatch(1, nxt))[0].ok
+    plog.close()
 
 
 def test_truncate_fully_drops_every_snapshot_and_the_state(tmp_path):
