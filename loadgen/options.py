@@ -155,6 +155,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE", help="write the result as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="plot throughput and latency over time")
     p.add_argument("--no-progress", action="store_true", help="no live line even on a TTY")
+    p.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True,
+                   help="once the clients are set up, one full collection and gc.freeze() in "
+                        "every process of the run, as the services do after their start: "
+                        "the first full collections of a new process's heap pause it for "
+                        "10-20 ms (default: on; --no-gc-freeze measures them too)")
     p.add_argument("--security-protocol", type=str.upper, choices=("NONE", "CURVE"), default=None,
                    help="NONE or CURVE for every client of the run (default: the RIVERBED_* "
                         "security variables; CURVE needs a key: --command-config or "

@@ -28,9 +28,15 @@ Throughput counts completed records (acknowledged, or received), from the first 
 first poll) to the last completion.
 
 The clients are created and have the topic's metadata before the clock starts, in every process.
+Then each process makes one full garbage collection and freezes what survived (gc.freeze), as
+the services do after their start: a new process's first full collections walk everything it
+imported and pause it for 10-20 ms, the largest stall of a short e2e run. `--no-gc-freeze`
+leaves them in. An application that wants the same latency does the same once it is set up
+(README: Latency and the garbage collector).
 """
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -200,9 +206,20 @@ class _BatchGroup:
 # ---------------------------------------------------------------------------------------------
 # Workers (run in this process or in spawned ones)
 
+def freeze_setup_heap() -> None:
+    """One full collection, then gc.freeze(): the heap the process has set up (modules,
+    protobuf descriptors, clients) is never walked again, so the run does not pay the
+    10-20 ms full collections a new process's heap costs (services.common.service_main does
+    the same in every service)."""
+    gc.collect()
+    gc.freeze()
+
+
 def _start_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
                   wait_for_start: Callable[[], float]) -> tuple[float, WorkerStats, "_Ticker"]:
     """Say ready, wait for the common start, then count from it: (start, stats, ticker)."""
+    if spec.get("gc_freeze", True):
+        freeze_setup_heap()
     sink(("ready", wid, None))
     start = wait_for_start()
     stats = WorkerStats(spec["interval_s"], start)
@@ -637,6 +654,7 @@ def _producer_spec(args, payloads: list[bytes], producer_kwargs: dict) -> dict:
             "interval_s": args.reporting_interval / 1000.0, "bulk": getattr(args, "bulk", False),
             "bulk_chunk": bulk_chunk_records(mean),
             "asyncio": getattr(args, "asyncio", False),
+            "gc_freeze": getattr(args, "gc_freeze", True),
             "null_sink": getattr(args, "null_sink", False),
             "null_sink_partitions": max(getattr(args, "partitions", 1) or 1,
                                         (args.partition or 0) + 1)}
@@ -674,7 +692,8 @@ def run_consume(args, reporter_factory) -> tuple[Summary, int]:
     kwargs.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
     spec = {"bootstrap": args.bootstrap, "topic": args.topic, "consumer_kwargs": kwargs,
             "num_records": args.num_records, "interval_s": args.reporting_interval / 1000.0,
-            "from_beginning": args.from_beginning, "timeout_ms": args.timeout_ms}
+            "from_beginning": args.from_beginning, "timeout_ms": args.timeout_ms,
+            "gc_freeze": getattr(args, "gc_freeze", True)}
     reporter = reporter_factory(1)
     try:
         results = _run_workers("consume", [spec], reporter, processes=False)
@@ -699,7 +718,8 @@ def run_e2e(args, reporter_factory) -> tuple[Summary, int]:
     interval_s = args.reporting_interval / 1000.0
     cspec = {"bootstrap": args.bootstrap, "topic": args.topic, "consumer_kwargs": ckwargs,
              "num_records": args.num_records, "interval_s": interval_s, "from_beginning": False,
-             "timeout_ms": args.timeout_ms, "e2e": True}
+             "timeout_ms": args.timeout_ms, "e2e": True,
+             "gc_freeze": getattr(args, "gc_freeze", True)}
     args.payload_file = None
     pspec = dict(_producer_spec(args, make_payloads(args.record_size, pool=1), pkwargs),
                  num_records=args.num_records, throughput=args.throughput, e2e=True)

@@ -2,12 +2,23 @@
 loops, per-batch latency accounting, reporting, JSON and plot are exercised in one process."""
 import io
 import json
+import pathlib
+import subprocess
+import sys
 import threading
 
 import pytest
 
 from loadgen import bench, options, perf
 from loadgen.plot import PNG_MAGIC
+
+
+@pytest.fixture(autouse=True)
+def freezes(monkeypatch):
+    """The runs here happen in the test process: count the heap freezes instead of freezing it."""
+    calls = []
+    monkeypatch.setattr(perf, "freeze_setup_heap", lambda: calls.append(1))
+    return calls
 
 
 # --- fakes -----------------------------------------------------------------------------------
@@ -192,6 +203,32 @@ def test_produce_run_reports_rows_summary_json_and_plot(monkeypatch, tmp_path, e
     # the interval rows add up to every record
     rows = [int(line.split()[0]) for line in lines[:-1]]
     assert sum(rows) == 1000
+
+
+@pytest.mark.parametrize("flag, expected", [([], 1), (["--gc-freeze"], 1),
+                                            (["--no-gc-freeze"], 0)])
+def test_each_worker_freezes_its_heap_before_the_clock_unless_told_not_to(monkeypatch, freezes,
+                                                                         flag, expected):
+    monkeypatch.setattr(perf, "_producer", lambda spec: FakeProducer())
+    summary, rc = perf.run(_args(*flag), live=False, out=io.StringIO())
+    assert rc == 0 and summary.records == 1000
+    assert len(freezes) == expected
+    monkeypatch.setattr(perf, "_consumer", lambda spec: FakeConsumer(100))
+    args = options.parse_args(["consume", "--bootstrap-server", "tcp://h:1", "--topic", "t",
+                               "--num-records", "100", "--no-progress", *flag])
+    perf.run(args, live=False, out=io.StringIO())
+    assert len(freezes) == 2 * expected
+
+
+def test_freeze_setup_heap_moves_the_imported_heap_out_of_the_collectors_sight():
+    # in a process of its own: freezing the test process's heap would keep its garbage
+    code = ("import gc, loadgen.perf as p; assert gc.get_freeze_count() == 0; "
+            "p.freeze_setup_heap(); print(gc.get_freeze_count())")
+    root = pathlib.Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) > 10_000          # the modules it imported and their objects
 
 
 def test_produce_run_with_failures_exits_1(monkeypatch):
