@@ -309,17 +309,18 @@ class LogManager:
                                  cleaner_checkpoint=plog.cleaner_checkpoint)
 
     # ---- background work ----------------------------------------------------------------
-    def tick(self, now_ms: int) -> list[tuple[str, OSError]]:
-        """flush.ms and post-roll flushes, retention, due deletions, cleaning, checkpoints.
-        An I/O error stops the work on that log dir: returns [(log dir, error)] for the caller
-        to take offline (the other dirs' work goes on)."""
+    def tick(self, now_ms: int, *, flush_rolled: bool = True) -> list[tuple[str, OSError]]:
+        """flush.ms and post-roll flushes (unless `flush_rolled` is False: the caller runs
+        `flush_rolled()`, e.g. in a worker thread), retention, due deletions, cleaning,
+        checkpoints. An I/O error stops the work on that log dir: returns [(log dir, error)]
+        for the caller to take offline (the other dirs' work goes on)."""
         failed: dict[str, OSError] = {}
         for tp, plog in list(self._logs.items()):
             d = self._dir_of.get(tp)
             if plog.closed or d in failed:
                 continue
             try:
-                plog.tick(now_ms)
+                plog.tick(now_ms, flush_rolled=flush_rolled)
                 plog.delete_old_segments(now_ms)
                 if self.cleaner_enable and plog.config.compact:
                     clean_log(plog, now_ms=now_ms, throttler=self.throttler)
@@ -327,6 +328,21 @@ class LogManager:
                 if d is not None:
                     failed[d] = e
         return list(failed.items()) + [f for f in self.checkpoint() if f[0] not in failed]
+
+    def flush_rolled(self) -> list[tuple[str, OSError]]:
+        """Every log's flush after a roll (PartitionLog.flush_rolled); safe in a worker
+        thread. [(log dir, I/O error)] for the dirs where one failed."""
+        failed: dict[str, OSError] = {}
+        for tp, plog in list(self._logs.items()):
+            d = self._dir_of.get(tp)
+            if d in failed:
+                continue
+            try:
+                plog.flush_rolled()
+            except OSError as e:
+                if d is not None:
+                    failed[d] = e
+        return list(failed.items())
 
     def checkpoint(self) -> list[tuple[str, OSError]]:
         """Write each online dir's checkpoints; [(log dir, error)] for those that failed."""

@@ -639,27 +639,51 @@ class PartitionLog:
             self._unflushed_messages = 0
             self._flush_pending_before = None
 
-    def tick(self, now_ms: int) -> None:
-        """Time-driven work: flush.ms, the flush after a roll, due deletions."""
+    def tick(self, now_ms: int, *, flush_rolled: bool = True) -> None:
+        """Time-driven work: flush.ms, the flush after a roll (unless `flush_rolled` is False:
+        the caller runs `flush_rolled()` itself, e.g. in a worker thread), due deletions."""
         if self.closed:
             return
         if now_ms - self._last_flush_ms >= self.config.flush_ms and self._unflushed_messages:
             self.flush()
             self._last_flush_ms = now_ms
-        pending = self._flush_pending_before
-        if pending is not None:
-            with self._lock:
-                for seg in self._view.segments:
-                    if seg.base_offset < pending and seg.dirty:
-                        seg.flush()
-                if self._dir_dirty:
-                    files.fsync_dir(self.dir)
-                    self._dir_dirty = False
-                self._write_epochs_if_dirty()
-                self.recovery_point = max(self.recovery_point, pending)
-                if self._flush_pending_before == pending:
-                    self._flush_pending_before = None
+        if flush_rolled:
+            self.flush_rolled()
         self.delete_due(now_ms)
+
+    def flush_rolled(self) -> None:
+        """The flush after a roll (Kafka's asynchronous flush of the segments below the new
+        one): fsync them and move the recovery point to the roll's offset. Safe in any thread,
+        and the expensive part, the fsync of a rolled segment's data (hundreds of megabytes
+        of dirty pages: half a second on this disk), runs without the log's lock, so appends
+        and reads of the partition go on meanwhile. A truncation meanwhile wins: the recovery
+        point then stays where it put it."""
+        pending = self._flush_pending_before
+        if pending is None or self.closed:
+            return
+        with self._lock:
+            truncations = self.truncations
+            held = [seg for seg in self._view.segments
+                    if seg.base_offset < pending and seg.dirty and seg.acquire()]
+        try:
+            for seg in held:     # rolled segments: no append writes to them any more
+                os.fsync(seg.fd)
+        finally:
+            for seg in held:
+                seg.release()
+        with self._lock:
+            if (self.closed or self._flush_pending_before != pending
+                    or self.truncations != truncations):
+                return           # closed (flushed), flushed whole, or truncated meanwhile
+            for seg in self._view.segments:
+                if seg.base_offset < pending and seg.dirty:
+                    seg.flush()  # the indexes, and the data written since (none: clean now)
+            if self._dir_dirty:
+                files.fsync_dir(self.dir)
+                self._dir_dirty = False
+            self._write_epochs_if_dirty()
+            self.recovery_point = max(self.recovery_point, pending)
+            self._flush_pending_before = None
 
     def close(self) -> None:
         """Flush, trim the active segment's indexes, close every file."""

@@ -140,6 +140,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self._stop_event: asyncio.Event | None = None
         self._background: set[asyncio.Task] = set()
         self._hw_checkpoint_task: asyncio.Task | None = None
+        self._flush_rolled_task: asyncio.Task | None = None
 
     # =========================================================================================
     # lifecycle
@@ -218,9 +219,10 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         for fut in itertools.chain(self._produce_futs.values(), self._fetch_futs.values()):
             if not fut.done():
                 fut.cancel()
-        if self._hw_checkpoint_task is not None:
-            with contextlib.suppress(Exception):
-                await self._hw_checkpoint_task     # never two writers of one checkpoint file
+        for task in (self._hw_checkpoint_task, self._flush_rolled_task):
+            if task is not None:
+                with contextlib.suppress(Exception):
+                    await task     # never two writers of one checkpoint file; flushes done
         if self.logs is not None:
             self._checkpoint_high_watermarks()
             self.logs.close()   # flush, checkpoints, clean-shutdown marker
@@ -313,6 +315,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                         self.fail_log_dir(d, e, "log maintenance")
                 except Exception:
                     log.exception("log maintenance failed")
+                if self._flush_rolled_task is None or self._flush_rolled_task.done():
+                    self._flush_rolled_task = asyncio.get_running_loop().create_task(
+                        self._flush_rolled_off_loop())
                 self._measure_space()
             if now >= next_hw_checkpoint:
                 next_hw_checkpoint = now + self.cfg.replica_high_watermark_checkpoint_interval_ms
@@ -615,6 +620,20 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
 
     # =========================================================================================
     # replication (called by ReplicaFetcher)
+
+    async def _flush_rolled_off_loop(self) -> None:
+        """The flush after a roll (fsyncs of whole segments: half a second for a 1 GiB
+        segment's dirty pages on this kind of disk) in a worker thread, as Kafka flushes a
+        rolled segment on its scheduler thread: the loop answers requests meanwhile."""
+        logs = self.logs
+        if logs is None:
+            return
+        try:
+            failed = await asyncio.to_thread(logs.flush_rolled)
+            for d, e in failed:
+                self.fail_log_dir(d, e, "the flush after a roll")
+        except Exception:
+            log.exception("the flush after a roll failed")
 
     async def _checkpoint_high_watermarks_off_loop(self) -> None:
         """The periodic high-watermark checkpoint: the text is made here, the files (with their

@@ -1,0 +1,93 @@
+"""The flush after a roll runs without the log's lock: appends go on while a rolled segment's
+data is fsynced (half a second for 1 GiB of dirty pages), and a truncation meanwhile wins."""
+import os
+import random
+import threading
+
+from services.storage_node.log.log_manager import LogManager
+
+from log_helpers import batch, config, open_log, records_from
+
+WAIT_S = 10.0      # a bound on a hang, not a timing: every wait below ends on an event
+
+
+class BlockingFsync:
+    """os.fsync that holds its first call on `go` (after setting `started`)."""
+
+    def __init__(self, monkeypatch):
+        self.real = os.fsync
+        self.started = threading.Event()
+        self.go = threading.Event()
+        self.held = 0
+        monkeypatch.setattr(os, "fsync", self)
+
+    def __call__(self, fd):
+        if self.held == 0:
+            self.held += 1
+            self.started.set()
+            assert self.go.wait(WAIT_S), "the test never released the fsync"
+        return self.real(fd)
+
+
+def rolled_log(path):
+    plog = open_log(path, config(segment_bytes=300))
+    while len(plog.segments) < 3:
+        plog.append(batch([b"v" * 60]), now_ms=0)
+    pending = plog.segments[-1].base_offset
+    assert plog.recovery_point < pending            # the rolled segments are not flushed yet
+    return plog, pending
+
+
+def test_appends_go_on_while_a_rolled_segment_is_fsynced(tmp_path, monkeypatch):
+    plog, pending = rolled_log(tmp_path / "t-0")
+    fsync = BlockingFsync(monkeypatch)
+    flusher = threading.Thread(target=plog.flush_rolled)
+    flusher.start()
+    try:
+        assert fsync.started.wait(WAIT_S)
+        appended = threading.Event()
+        appender = threading.Thread(target=lambda: (plog.append(batch([b"during"]), now_ms=0),
+                                                    appended.set()))
+        appender.start()
+        # with the lock held across the fsync (the old tick) the append waits for `go`
+        assert appended.wait(WAIT_S), "the append waited for the flush of a rolled segment"
+        appender.join(WAIT_S)
+        assert plog.recovery_point < pending       # not before the data is on disk
+    finally:
+        fsync.go.set()
+        flusher.join(WAIT_S)
+    assert not flusher.is_alive()
+    assert plog.recovery_point == pending
+    assert plog.flush_rolled() is None and plog.recovery_point == pending    # done once
+    assert records_from(plog)[-1].value == b"during"
+
+
+def test_a_truncation_during_the_flush_keeps_its_recovery_point(tmp_path, monkeypatch):
+    plog, pending = rolled_log(tmp_path / "t-0")
+    fsync = BlockingFsync(monkeypatch)
+    flusher = threading.Thread(target=plog.flush_rolled)
+    flusher.start()
+    try:
+        assert fsync.started.wait(WAIT_S)
+        cut = plog.segments[0].base_offset + 1
+        assert plog.truncate_to(cut) == cut         # a follower truncating below the roll
+    finally:
+        fsync.go.set()
+        flusher.join(WAIT_S)
+    assert not flusher.is_alive()
+    assert plog.log_end_offset == cut
+    assert plog.recovery_point <= cut < pending    # not raised above the truncated end
+
+
+def test_the_log_manager_leaves_the_flush_after_a_roll_to_its_caller_when_asked(tmp_path):
+    mgr = LogManager([str(tmp_path / "d")], config(segment_bytes=300), now_ms=0,
+                     rng=random.Random(0))
+    plog = mgr.get_or_create("t", 0, now_ms=0)
+    while len(plog.segments) < 3:
+        plog.append(batch([b"v" * 60]), now_ms=0)
+    pending = plog.segments[-1].base_offset
+    assert mgr.tick(0, flush_rolled=False) == []
+    assert plog.recovery_point < pending            # left for flush_rolled
+    assert mgr.flush_rolled() == []
+    assert plog.recovery_point == pending
+    mgr.close()
