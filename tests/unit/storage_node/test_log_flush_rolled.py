@@ -1,5 +1,6 @@
 """The flush after a roll runs without the log's lock: appends go on while a rolled segment's
 data is fsynced (half a second for 1 GiB of dirty pages), and a truncation meanwhile wins."""
+import contextlib
 import os
 import random
 import threading
@@ -38,13 +39,25 @@ def rolled_log(path):
     return plog, pending
 
 
-def test_appends_go_on_while_a_rolled_segment_is_fsynced(tmp_path, monkeypatch):
-    plog, pending = rolled_log(tmp_path / "t-0")
+@contextlib.contextmanager
+def flush_held_in_fsync(plog, monkeypatch):
+    """`plog.flush_rolled()` in a thread, held inside its first fsync for the block's length;
+    on leaving, the fsync is released and the flush has ended."""
     fsync = BlockingFsync(monkeypatch)
     flusher = threading.Thread(target=plog.flush_rolled)
     flusher.start()
     try:
         assert fsync.started.wait(WAIT_S)
+        yield
+    finally:
+        fsync.go.set()
+        flusher.join(WAIT_S)
+    assert not flusher.is_alive()
+
+
+def test_appends_go_on_while_a_rolled_segment_is_fsynced(tmp_path, monkeypatch):
+    plog, pending = rolled_log(tmp_path / "t-0")
+    with flush_held_in_fsync(plog, monkeypatch):
         appended = threading.Event()
         appender = threading.Thread(target=lambda: (plog.append(batch([b"during"]), now_ms=0),
                                                     appended.set()))
@@ -53,10 +66,6 @@ def test_appends_go_on_while_a_rolled_segment_is_fsynced(tmp_path, monkeypatch):
         assert appended.wait(WAIT_S), "the append waited for the flush of a rolled segment"
         appender.join(WAIT_S)
         assert plog.recovery_point < pending       # not before the data is on disk
-    finally:
-        fsync.go.set()
-        flusher.join(WAIT_S)
-    assert not flusher.is_alive()
     assert plog.recovery_point == pending
     assert plog.flush_rolled() is None and plog.recovery_point == pending    # done once
     assert records_from(plog)[-1].value == b"during"
@@ -64,17 +73,9 @@ def test_appends_go_on_while_a_rolled_segment_is_fsynced(tmp_path, monkeypatch):
 
 def test_a_truncation_during_the_flush_keeps_its_recovery_point(tmp_path, monkeypatch):
     plog, pending = rolled_log(tmp_path / "t-0")
-    fsync = BlockingFsync(monkeypatch)
-    flusher = threading.Thread(target=plog.flush_rolled)
-    flusher.start()
-    try:
-        assert fsync.started.wait(WAIT_S)
+    with flush_held_in_fsync(plog, monkeypatch):
         cut = plog.segments[0].base_offset + 1
         assert plog.truncate_to(cut) == cut         # a follower truncating below the roll
-    finally:
-        fsync.go.set()
-        flusher.join(WAIT_S)
-    assert not flusher.is_alive()
     assert plog.log_end_offset == cut
     assert plog.recovery_point <= cut < pending    # not raised above the truncated end
 
