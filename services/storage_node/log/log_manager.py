@@ -309,40 +309,43 @@ class LogManager:
                                  cleaner_checkpoint=plog.cleaner_checkpoint)
 
     # ---- background work ----------------------------------------------------------------
-    def tick(self, now_ms: int, *, flush_rolled: bool = True) -> list[tuple[str, OSError]]:
-        """flush.ms and post-roll flushes (unless `flush_rolled` is False: the caller runs
-        `flush_rolled()`, e.g. in a worker thread), retention, due deletions, cleaning,
-        checkpoints. An I/O error stops the work on that log dir: returns [(log dir, error)]
-        for the caller to take offline (the other dirs' work goes on)."""
+    def tick(self, now_ms: int, *, background_io: bool = True) -> list[tuple[str, OSError]]:
+        """flush.ms, retention, cleaning, and `background_io` (unless False: the caller runs
+        it, e.g. in a worker thread). An I/O error stops the work on that log dir: returns
+        [(log dir, error)] for the caller to take offline (the other dirs' work goes on)."""
         failed: dict[str, OSError] = {}
         for tp, plog in list(self._logs.items()):
             d = self._dir_of.get(tp)
             if plog.closed or d in failed:
                 continue
             try:
-                plog.tick(now_ms, flush_rolled=flush_rolled)
+                plog.tick(now_ms, background_io=False)
                 plog.delete_old_segments(now_ms)
                 if self.cleaner_enable and plog.config.compact:
                     clean_log(plog, now_ms=now_ms, throttler=self.throttler)
             except OSError as e:
                 if d is not None:
                     failed[d] = e
-        return list(failed.items()) + [f for f in self.checkpoint() if f[0] not in failed]
+        if background_io:
+            failed.update((d, e) for d, e in self.background_io(now_ms) if d not in failed)
+        return list(failed.items())
 
-    def flush_rolled(self) -> list[tuple[str, OSError]]:
-        """Every log's flush after a roll (PartitionLog.flush_rolled); safe in a worker
-        thread. [(log dir, I/O error)] for the dirs where one failed."""
+    def background_io(self, now_ms: int) -> list[tuple[str, OSError]]:
+        """Every log's flush after a roll and due deletions (PartitionLog.background_io), then
+        the checkpoints: the fsyncs and unlinks of log maintenance. Safe in a worker thread
+        (the checkpoints hold this manager's lock). [(log dir, I/O error)] for the dirs where
+        one failed."""
         failed: dict[str, OSError] = {}
         for tp, plog in list(self._logs.items()):
             d = self._dir_of.get(tp)
-            if d in failed:
+            if plog.closed or d in failed:
                 continue
             try:
-                plog.flush_rolled()
+                plog.background_io(now_ms)
             except OSError as e:
                 if d is not None:
                     failed[d] = e
-        return list(failed.items())
+        return list(failed.items()) + [f for f in self.checkpoint() if f[0] not in failed]
 
     def checkpoint(self) -> list[tuple[str, OSError]]:
         """Write each online dir's checkpoints; [(log dir, error)] for those that failed."""

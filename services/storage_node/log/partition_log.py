@@ -639,16 +639,21 @@ class PartitionLog:
             self._unflushed_messages = 0
             self._flush_pending_before = None
 
-    def tick(self, now_ms: int, *, flush_rolled: bool = True) -> None:
-        """Time-driven work: flush.ms, the flush after a roll (unless `flush_rolled` is False:
-        the caller runs `flush_rolled()` itself, e.g. in a worker thread), due deletions."""
+    def tick(self, now_ms: int, *, background_io: bool = True) -> None:
+        """Time-driven work: flush.ms, then `background_io` (unless False: the caller runs it
+        itself, e.g. in a worker thread)."""
         if self.closed:
             return
         if now_ms - self._last_flush_ms >= self.config.flush_ms and self._unflushed_messages:
             self.flush()
             self._last_flush_ms = now_ms
-        if flush_rolled:
-            self.flush_rolled()
+        if background_io:
+            self.background_io(now_ms)
+
+    def background_io(self, now_ms: int) -> None:
+        """The flush after a roll and the due deletions: whole-segment fsyncs and unlinks,
+        which Kafka runs on its scheduler thread. Safe in any thread."""
+        self.flush_rolled()
         self.delete_due(now_ms)
 
     def flush_rolled(self) -> None:

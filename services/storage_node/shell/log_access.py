@@ -124,9 +124,9 @@ class Logs:
         self.hw_checkpoint.pop(tp, None)
 
     def tick(self) -> list[tuple[str, OSError]]:
-        """Log maintenance but the flush after a roll (`flush_rolled`, run off the request
+        """Log maintenance but its fsyncs and unlinks (`background_io`, run off the request
         loop); [(log dir, I/O error)] for dirs that failed (to take offline)."""
-        failed = dict(self.manager.tick(_now_ms(), flush_rolled=False))
+        failed = dict(self.manager.tick(_now_ms(), background_io=False))
         for tp, store in list(self.stores.items()):
             if store.log.closed:
                 continue
@@ -142,10 +142,11 @@ class Logs:
                     failed.setdefault(d, e)
         return list(failed.items())
 
-    def flush_rolled(self) -> list[tuple[str, OSError]]:
-        """The flush after each roll: fsyncs of whole segments, so the node runs it in a
-        worker thread (LogManager.flush_rolled). [(log dir, I/O error)]."""
-        return self.manager.flush_rolled()
+    def background_io(self) -> list[tuple[str, OSError]]:
+        """The flush after each roll, due deletions and the checkpoints: fsyncs of whole
+        segments and unlinks, so the node runs it in a worker thread
+        (LogManager.background_io). [(log dir, I/O error)]."""
+        return self.manager.background_io(_now_ms())
 
     def dir_of(self, tp) -> str | None:
         return self.manager.dir_of(tp[0], tp[1])

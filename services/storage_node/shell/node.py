@@ -140,7 +140,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self._stop_event: asyncio.Event | None = None
         self._background: set[asyncio.Task] = set()
         self._hw_checkpoint_task: asyncio.Task | None = None
-        self._flush_rolled_task: asyncio.Task | None = None
+        self._background_io_task: asyncio.Task | None = None
 
     # =========================================================================================
     # lifecycle
@@ -219,7 +219,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         for fut in itertools.chain(self._produce_futs.values(), self._fetch_futs.values()):
             if not fut.done():
                 fut.cancel()
-        for task in (self._hw_checkpoint_task, self._flush_rolled_task):
+        for task in (self._hw_checkpoint_task, self._background_io_task):
             if task is not None:
                 with contextlib.suppress(Exception):
                     await task     # never two writers of one checkpoint file; flushes done
@@ -315,9 +315,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                         self.fail_log_dir(d, e, "log maintenance")
                 except Exception:
                     log.exception("log maintenance failed")
-                if self._flush_rolled_task is None or self._flush_rolled_task.done():
-                    self._flush_rolled_task = asyncio.get_running_loop().create_task(
-                        self._flush_rolled_off_loop())
+                if self._background_io_task is None or self._background_io_task.done():
+                    self._background_io_task = asyncio.get_running_loop().create_task(
+                        self._background_io_off_loop())
                 self._measure_space()
             if now >= next_hw_checkpoint:
                 next_hw_checkpoint = now + self.cfg.replica_high_watermark_checkpoint_interval_ms
@@ -621,19 +621,20 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
     # =========================================================================================
     # replication (called by ReplicaFetcher)
 
-    async def _flush_rolled_off_loop(self) -> None:
-        """The flush after a roll (fsyncs of whole segments: half a second for a 1 GiB
-        segment's dirty pages on this kind of disk) in a worker thread, as Kafka flushes a
-        rolled segment on its scheduler thread: the loop answers requests meanwhile."""
+    async def _background_io_off_loop(self) -> None:
+        """Log maintenance's fsyncs and unlinks (the flush after a roll: half a second for a
+        1 GiB segment's dirty pages on this kind of disk; due deletions; the checkpoints) in a
+        worker thread, as Kafka runs them on its scheduler thread: the loop answers requests
+        meanwhile."""
         logs = self.logs
         if logs is None:
             return
         try:
-            failed = await asyncio.to_thread(logs.flush_rolled)
+            failed = await asyncio.to_thread(logs.background_io)
             for d, e in failed:
-                self.fail_log_dir(d, e, "the flush after a roll")
+                self.fail_log_dir(d, e, "log maintenance")
         except Exception:
-            log.exception("the flush after a roll failed")
+            log.exception("log maintenance failed")
 
     async def _checkpoint_high_watermarks_off_loop(self) -> None:
         """The periodic high-watermark checkpoint: the text is made here, the files (with their

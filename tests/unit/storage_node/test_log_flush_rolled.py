@@ -80,15 +80,20 @@ def test_a_truncation_during_the_flush_keeps_its_recovery_point(tmp_path, monkey
     assert plog.recovery_point <= cut < pending    # not raised above the truncated end
 
 
-def test_the_log_manager_leaves_the_flush_after_a_roll_to_its_caller_when_asked(tmp_path):
-    mgr = LogManager([str(tmp_path / "d")], config(segment_bytes=300), now_ms=0,
-                     rng=random.Random(0))
+def test_the_log_manager_leaves_its_background_io_to_its_caller_when_asked(tmp_path):
+    mgr = LogManager([str(tmp_path / "d")], config(segment_bytes=300, file_delete_delay_ms=0),
+                     now_ms=0, rng=random.Random(0))
     plog = mgr.get_or_create("t", 0, now_ms=0)
     while len(plog.segments) < 3:
         plog.append(batch([b"v" * 60]), now_ms=0)
     pending = plog.segments[-1].base_offset
-    assert mgr.tick(0, flush_rolled=False) == []
-    assert plog.recovery_point < pending            # left for flush_rolled
-    assert mgr.flush_rolled() == []
+    plog.delete_records_before(pending)
+    checkpoint = tmp_path / "d" / "recovery-point-offset-checkpoint"
+    assert mgr.tick(0, background_io=False) == []
+    assert plog.recovery_point < pending            # the flush after the roll: left
+    assert [f for f in os.listdir(plog.dir) if f.endswith(".deleted")]    # and the unlinks
+    assert mgr.background_io(0) == []
     assert plog.recovery_point == pending
+    assert not [f for f in os.listdir(plog.dir) if f.endswith(".deleted")]
+    assert f"t 0 {pending}" in checkpoint.read_text()
     mgr.close()
