@@ -151,6 +151,30 @@ def clean_log(plog, *, now_ms: int, throttler: Throttler | None = None,
                                  min_compaction_lag_ms=cfg.min_compaction_lag_ms)
     if plan is None or not (force or log_policy.should_clean(plan, cfg.min_cleanable_dirty_ratio)):
         return None
+    # The cleaner may run beside the partition's appends, truncations and closes (the storage
+    # node runs it in its log-maintenance thread, as Kafka's cleaner threads): the segments
+    # it reads stay open until it is done, and a truncation or a close meanwhile cancels the
+    # swap (the cleaned copy would bring back truncated records).
+    truncations = plog.truncations
+    held = [seg for seg in segments if seg.acquire()]
+    try:
+        if len(held) != len(segments):
+            return None                                     # closed meanwhile
+        return _clean(plog, segments, plan, now_ms, throttle, truncations)
+    except Exception:
+        if plog.closed or plog.truncations != truncations:
+            log.info("[%s-%d] cleaning aborted: the log was truncated or closed", plog.topic,
+                     plog.partition)
+            return None
+        raise
+    finally:
+        for seg in held:
+            seg.release()
+
+
+def _clean(plog, segments: list[LogSegment], plan, now_ms: int, throttle,
+           truncations: int) -> CleanResult | None:
+    cfg = plog.config
     stats = {"read": 0, "written": 0, "kept": 0, "dropped": 0}
 
     # 1. the offset map: key -> offset of its latest record in the dirty section
@@ -178,11 +202,13 @@ def clean_log(plog, *, now_ms: int, throttler: Throttler | None = None,
     done = 0
     for group in groups:
         if not _clean_group(plog, [by_base[g.base_offset] for g in group], latest, now_ms,
-                            throttle, stats):
+                            throttle, stats, truncations):
             log.info("[%s-%d] cleaning aborted: the log changed", plog.topic, plog.partition)
             return None
         done += 1
-    plog.cleaner_checkpoint = plan.first_uncleanable_offset
+    with plog._lock:
+        if plog.truncations == truncations:     # else the truncation has set it
+            plog.cleaner_checkpoint = plan.first_uncleanable_offset
     log.info("[%s-%d] cleaned [%d, %d): kept %d records, dropped %d", plog.topic,
              plog.partition, plan.first_dirty_offset, plan.first_uncleanable_offset,
              stats["kept"], stats["dropped"])
@@ -203,7 +229,7 @@ def _runs(records):
 
 
 def _clean_group(plog, group: list[LogSegment], latest: dict[bytes, int], now_ms: int,
-                 throttle, stats) -> bool:
+                 throttle, stats, truncations: int) -> bool:
     cfg = plog.config
     directory = plog.dir
     base = group[0].base_offset
@@ -241,7 +267,7 @@ def _clean_group(plog, group: list[LogSegment], latest: dict[bytes, int], now_ms
                     stats["written"] += len(batch)
         cleaned.on_become_inactive()
         cleaned.flush()
-        return _swap(plog, group, cleaned, now_ms)
+        return _swap(plog, group, cleaned, now_ms, truncations)
     except Exception:       # a failpoint's SimulatedCrash (BaseException) leaves files as a crash would
         cleaned.delete_files()
         raise
@@ -269,9 +295,13 @@ def _step(name: str) -> None:
         crash_at(name)
 
 
-def _swap(plog, group: list[LogSegment], cleaned: LogSegment, now_ms: int) -> bool:
+def _swap(plog, group: list[LogSegment], cleaned: LogSegment, now_ms: int,
+          truncations: int) -> bool:
     directory = plog.dir
     with plog._lock:
+        if plog.closed or plog.truncations != truncations:
+            cleaned.delete_files()
+            return False
         current = list(plog.segments)
         try:
             i = next(k for k, s in enumerate(current) if s is group[0])

@@ -310,8 +310,8 @@ class LogManager:
 
     # ---- background work ----------------------------------------------------------------
     def tick(self, now_ms: int, *, background_io: bool = True) -> list[tuple[str, OSError]]:
-        """flush.ms, retention, cleaning, and `background_io` (unless False: the caller runs
-        it, e.g. in a worker thread). An I/O error stops the work on that log dir: returns
+        """flush.ms, retention, and `background_io` (unless False: the caller runs it, e.g. in
+        a worker thread). An I/O error stops the work on that log dir: returns
         [(log dir, error)] for the caller to take offline (the other dirs' work goes on)."""
         failed: dict[str, OSError] = {}
         for tp, plog in list(self._logs.items()):
@@ -321,8 +321,6 @@ class LogManager:
             try:
                 plog.tick(now_ms, background_io=False)
                 plog.delete_old_segments(now_ms)
-                if self.cleaner_enable and plog.config.compact:
-                    clean_log(plog, now_ms=now_ms, throttler=self.throttler)
             except OSError as e:
                 if d is not None:
                     failed[d] = e
@@ -331,9 +329,10 @@ class LogManager:
         return list(failed.items())
 
     def background_io(self, now_ms: int) -> list[tuple[str, OSError]]:
-        """Every log's flush after a roll and due deletions (PartitionLog.background_io), then
-        the checkpoints: the fsyncs and unlinks of log maintenance. Safe in a worker thread
-        (the checkpoints hold this manager's lock). [(log dir, I/O error)] for the dirs where
+        """Every log's flush after a roll and due deletions (PartitionLog.background_io), the
+        cleaning of compacted logs, then the checkpoints: the fsyncs, unlinks and long reads
+        of log maintenance. Safe in a worker thread (the checkpoints hold this manager's
+        lock; the cleaner copes with appends, truncations and closes meanwhile). [(log dir, I/O error)] for the dirs where
         one failed."""
         failed: dict[str, OSError] = {}
         for tp, plog in list(self._logs.items()):
@@ -342,6 +341,8 @@ class LogManager:
                 continue
             try:
                 plog.background_io(now_ms)
+                if self.cleaner_enable and plog.config.compact:
+                    clean_log(plog, now_ms=now_ms, throttler=self.throttler)
             except OSError as e:
                 if d is not None:
                     failed[d] = e

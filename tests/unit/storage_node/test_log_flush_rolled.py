@@ -1,10 +1,14 @@
-"""The flush after a roll runs without the log's lock: appends go on while a rolled segment's
-data is fsynced (half a second for 1 GiB of dirty pages), and a truncation meanwhile wins."""
+"""Log maintenance beside the partition's traffic (the storage node runs it in a worker
+thread): the flush after a roll fsyncs without the log's lock, so appends go on while a rolled
+segment's data is fsynced (half a second for 1 GiB of dirty pages), and a truncation meanwhile
+wins; the cleaner lets appends through and gives up its swap to a truncation or a close."""
 import contextlib
 import os
 import random
 import threading
 
+from riverbed.records import build_batch
+from services.storage_node.log import clean_log
 from services.storage_node.log.log_manager import LogManager
 
 from log_helpers import batch, config, open_log, records_from
@@ -97,3 +101,71 @@ def test_the_log_manager_leaves_its_background_io_to_its_caller_when_asked(tmp_p
     assert not [f for f in os.listdir(plog.dir) if f.endswith(".deleted")]
     assert f"t 0 {pending}" in checkpoint.read_text()
     mgr.close()
+
+
+# --- the cleaner beside the partition's appends, truncations and closes ----------------------
+
+class HeldThrottler:
+    """A cleaner throttler that holds the cleaner at its first read until `go`."""
+
+    def __init__(self):
+        self.started = threading.Event()
+        self.go = threading.Event()
+
+    def throttle(self, nbytes):
+        if not self.started.is_set():
+            self.started.set()
+            assert self.go.wait(WAIT_S), "the test never released the cleaner"
+
+
+def dirty_compacted_log(path):
+    plog = open_log(path, config(segment_bytes=10**6, cleanup_policy="compact"))
+    for i in range(20):
+        plog.append(build_batch([(1000, b"k", b"v%d" % i)]), now_ms=0)
+    plog.roll(now_ms=0)
+    plog.append(build_batch([(1000, b"other", b"x")]), now_ms=0)
+    return plog
+
+
+@contextlib.contextmanager
+def cleaner_held(plog):
+    """clean_log(plog) in a thread, held at its first read for the block's length; yields the
+    list its result lands in."""
+    throttler, result = HeldThrottler(), []
+    cleaner = threading.Thread(target=lambda: result.append(
+        clean_log(plog, now_ms=0, throttler=throttler)))
+    cleaner.start()
+    try:
+        assert throttler.started.wait(WAIT_S)
+        yield result
+    finally:
+        throttler.go.set()
+        cleaner.join(WAIT_S)
+    assert not cleaner.is_alive() and len(result) == 1
+
+
+def test_appends_go_on_while_the_cleaner_runs(tmp_path):
+    plog = dirty_compacted_log(tmp_path / "t-0")
+    with cleaner_held(plog) as result:
+        plog.append(build_batch([(1000, b"k", b"during")]), now_ms=0)    # not blocked
+    assert result[0] is not None                                         # and the swap happened
+    assert [(r.key, r.value) for r in records_from(plog)] == [
+        (b"k", b"v19"), (b"other", b"x"), (b"k", b"during")]
+
+
+def test_a_truncation_while_the_cleaner_runs_cancels_its_swap(tmp_path):
+    plog = dirty_compacted_log(tmp_path / "t-0")
+    with cleaner_held(plog) as result:
+        plog.truncate_to(10)                 # a follower truncating inside the dirty section
+    assert result[0] is None
+    assert [r.value for r in records_from(plog)] == [b"v%d" % i for i in range(10)]
+
+
+def test_a_close_while_the_cleaner_runs_ends_it_quietly(tmp_path):
+    plog = dirty_compacted_log(tmp_path / "t-0")
+    with cleaner_held(plog) as result:
+        plog.close()
+    assert result[0] is None
+    assert not [f for f in os.listdir(plog.dir) if f.endswith((".cleaned", ".swap"))]
+    again = open_log(plog.dir, config(segment_bytes=10**6, cleanup_policy="compact"))
+    assert len(records_from(again)) == 21                                # nothing lost
