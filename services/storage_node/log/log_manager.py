@@ -331,9 +331,9 @@ class LogManager:
     def background_io(self, now_ms: int) -> list[tuple[str, OSError]]:
         """Every log's flush after a roll and due deletions (PartitionLog.background_io), the
         cleaning of compacted logs, then the checkpoints: the fsyncs, unlinks and long reads
-        of log maintenance. Safe in a worker thread (the checkpoints hold this manager's
-        lock; the cleaner copes with appends, truncations and closes meanwhile). [(log dir, I/O error)] for the dirs where
-        one failed."""
+        of log maintenance. Safe in a worker thread: the checkpoints hold this manager's
+        lock, and the cleaner copes with appends, truncations and closes meanwhile.
+        [(log dir, I/O error)] for the dirs where one failed."""
         failed: dict[str, OSError] = {}
         for tp, plog in list(self._logs.items()):
             d = self._dir_of.get(tp)

@@ -124,8 +124,8 @@ class Logs:
         self.hw_checkpoint.pop(tp, None)
 
     def tick(self) -> list[tuple[str, OSError]]:
-        """Log maintenance but its fsyncs and unlinks (`background_io`, run off the request
-        loop); [(log dir, I/O error)] for dirs that failed (to take offline)."""
+        """Log maintenance but its fsyncs, unlinks and cleaning (`background_io`, run off the
+        request loop); [(log dir, I/O error)] for dirs that failed (to take offline)."""
         failed = dict(self.manager.tick(_now_ms(), background_io=False))
         for tp, store in list(self.stores.items()):
             if store.log.closed:
@@ -143,9 +143,9 @@ class Logs:
         return list(failed.items())
 
     def background_io(self) -> list[tuple[str, OSError]]:
-        """The flush after each roll, due deletions and the checkpoints: fsyncs of whole
-        segments and unlinks, so the node runs it in a worker thread
-        (LogManager.background_io). [(log dir, I/O error)]."""
+        """The flush after each roll, due deletions, the cleaning of compacted logs and the
+        checkpoints: fsyncs of whole segments, unlinks and long reads, so the node runs it in
+        a worker thread (LogManager.background_io). [(log dir, I/O error)]."""
         return self.manager.background_io(_now_ms())
 
     def dir_of(self, tp) -> str | None:

@@ -622,10 +622,10 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
     # replication (called by ReplicaFetcher)
 
     async def _background_io_off_loop(self) -> None:
-        """Log maintenance's fsyncs and unlinks (the flush after a roll: half a second for a
-        1 GiB segment's dirty pages on this kind of disk; due deletions; the checkpoints) in a
-        worker thread, as Kafka runs them on its scheduler thread: the loop answers requests
-        meanwhile."""
+        """Log maintenance's fsyncs, unlinks and cleaning (the flush after a roll: half a
+        second for a 1 GiB segment's dirty pages on this kind of disk; due deletions; the
+        compaction of compacted topics; the checkpoints) in a worker thread, as Kafka runs them
+        on its scheduler and cleaner threads: the loop answers requests meanwhile."""
         logs = self.logs
         if logs is None:
             return
