@@ -41,6 +41,7 @@ import sys
 from clickstream_events import (
     add_common_args,
     dead_letters,
+    drop_torn_first_entry,
     extra_options,
     parse_events,
     session,
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None, spark=None) -> int:
     args = build_parser().parse_args(argv)
     spark = session("riverbed-clickstream", spark)
     aggregates, letters = build(spark, args)
+    for name in ("aggregates", "dead-letters"):   # a kill during a query's first batch
+        drop_torn_first_entry(f"{args.checkpoint}/{name}")
     queries = start_queries([aggregates, letters])
     try:
         if args.trigger == "available-now":

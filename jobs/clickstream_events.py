@@ -102,6 +102,34 @@ def trigger_kwargs(trigger: str) -> dict:
     return {"processingTime": trigger}
 
 
+def drop_torn_first_entry(checkpoint: str) -> list[str]:
+    """Let a query that was killed while writing its first batch start again.
+
+    Spark writes each entry of a checkpoint's offset and commit logs to a hidden temporary
+    file (`.<batch>.<uuid>.tmp`, and Hadoop's `..<batch>.<uuid>.tmp.crc`), then renames it into
+    place. A driver killed between the two leaves only the temporary file. Spark 4 refuses to
+    start a query whose offset log has no entry while that directory holds any file
+    (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY), so the job could never run again.
+
+    A temporary file is a write that never happened. This removes them from a local checkpoint
+    whose offset log has no entry yet, and returns the paths removed. A checkpoint with a
+    logged batch is left to Spark, which resumes it. A remote one (hdfs:, s3a:) is left alone.
+    """
+    path = checkpoint[len("file:"):] if checkpoint.startswith("file:") else checkpoint
+    offsets = os.path.join(path, "offsets")
+    if "://" in path or not os.path.isdir(offsets):
+        return []
+    if any(not name.startswith(".") for name in os.listdir(offsets)):
+        return []                                   # a logged batch: Spark resumes from it
+    removed = []
+    for log_dir in (offsets, os.path.join(path, "commits")):
+        for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else ():
+            if name.startswith(".") and name.endswith((".tmp", ".tmp.crc")):
+                os.remove(os.path.join(log_dir, name))
+                removed.append(os.path.join(log_dir, name))
+    return removed
+
+
 def start_queries(writers, timeout_s: float = 600):
     """Start streaming queries one after another, each once the one before has set its source up
     (made progress, or ended). A Spark 4 race makes starting them together unsafe: a Python data

@@ -31,6 +31,7 @@ import sys
 
 from clickstream_events import (
     add_common_args,
+    drop_torn_first_entry,
     extra_options,
     parse_events,
     session,
@@ -99,6 +100,7 @@ def build(spark, args):
 def main(argv: list[str] | None = None, spark=None) -> int:
     args = build_parser().parse_args(argv)
     spark = session("riverbed-enrich", spark)
+    drop_torn_first_entry(args.checkpoint)         # a kill during the query's first batch
     query = build(spark, args).start()
     try:
         query.awaitTermination(args.timeout_s)

@@ -124,6 +124,25 @@ def test_enrich_job_writes_shopping_events_with_their_pages(spark, bootstrap, bo
             assert value["category"] == "site"
 
 
+def test_a_job_killed_while_writing_its_first_checkpoint_entry_starts_again(
+        spark, bootstrap, bootstrap_option, tmp_path):
+    # What a driver SIGKILLed between writing a query's first offset-log entry to its temporary
+    # file and renaming it leaves (seen in the kill test above, for the dead-letter query).
+    # Spark 4 then refuses the new query: STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY.
+    create(bootstrap, ("clicks-torn", 1), ("clicks-torn-out", 1))
+    generate_clicks(bootstrap_option, "clicks-torn", tmp_path / "truth.json", "--events", "500",
+                    "--step-ms", "50", "--seed", "7")
+    chk = tmp_path / "chk"
+    (chk / "offsets").mkdir(parents=True)
+    torn = chk / "offsets" / ".0.91be4e12-6f2b-4f43-8e69-591949eae64e.tmp"
+    torn.write_text("v1\n{}\n")
+    enrich = load_job("enrich")
+    assert enrich.main(["--bootstrap-servers", bootstrap_option, "--topic", "clicks-torn",
+                        "--output-topic", "clicks-torn-out", "--trigger", "available-now",
+                        "--checkpoint", str(chk)], spark=spark) == 0
+    assert not torn.exists() and batch_files(chk / "offsets") == [0]
+
+
 def test_backfill_job_writes_exactly_the_time_range(spark, bootstrap, bootstrap_option, tmp_path):
     create(bootstrap, ("clicks-backfill", 3))
     generate_clicks(bootstrap_option, "clicks-backfill", tmp_path / "truth.json", "--events",
