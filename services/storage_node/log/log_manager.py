@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from riverbed import errors
 from services.storage_node.core import checkpoints
@@ -313,17 +313,10 @@ class LogManager:
         """flush.ms, retention, and `background_io` (unless False: the caller runs it, e.g. in
         a worker thread). An I/O error stops the work on that log dir: returns
         [(log dir, error)] for the caller to take offline (the other dirs' work goes on)."""
-        failed: dict[str, OSError] = {}
-        for tp, plog in list(self._logs.items()):
-            d = self._dir_of.get(tp)
-            if plog.closed or d in failed:
-                continue
-            try:
-                plog.tick(now_ms, background_io=False)
-                plog.delete_old_segments(now_ms)
-            except OSError as e:
-                if d is not None:
-                    failed[d] = e
+        def work(plog: PartitionLog) -> None:
+            plog.tick(now_ms, background_io=False)
+            plog.delete_old_segments(now_ms)
+        failed = self._on_each_log(work)
         if background_io:
             failed.update((d, e) for d, e in self.background_io(now_ms) if d not in failed)
         return list(failed.items())
@@ -334,19 +327,27 @@ class LogManager:
         of log maintenance. Safe in a worker thread: the checkpoints hold this manager's
         lock, and the cleaner copes with appends, truncations and closes meanwhile.
         [(log dir, I/O error)] for the dirs where one failed."""
+        def work(plog: PartitionLog) -> None:
+            plog.background_io(now_ms)
+            if self.cleaner_enable and plog.config.compact:
+                clean_log(plog, now_ms=now_ms, throttler=self.throttler)
+        failed = self._on_each_log(work)
+        return list(failed.items()) + [f for f in self.checkpoint() if f[0] not in failed]
+
+    def _on_each_log(self, work: Callable[[PartitionLog], None]) -> dict[str, OSError]:
+        """`work` on every open log; the first I/O error of a log dir stops the work there:
+        {log dir: error}."""
         failed: dict[str, OSError] = {}
         for tp, plog in list(self._logs.items()):
             d = self._dir_of.get(tp)
             if plog.closed or d in failed:
                 continue
             try:
-                plog.background_io(now_ms)
-                if self.cleaner_enable and plog.config.compact:
-                    clean_log(plog, now_ms=now_ms, throttler=self.throttler)
+                work(plog)
             except OSError as e:
                 if d is not None:
                     failed[d] = e
-        return list(failed.items()) + [f for f in self.checkpoint() if f[0] not in failed]
+        return failed
 
     def checkpoint(self) -> list[tuple[str, OSError]]:
         """Write each online dir's checkpoints; [(log dir, error)] for those that failed."""
