@@ -209,3 +209,38 @@ def test_an_idle_client_retrying_a_dead_gateway_does_not_stall_the_others():
         if ok:                        # a stuck I/O thread would hang the context's teardown
             idle.close()
             ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("peer", ["refused", "lost"])
+def test_closing_a_channel_while_it_reconnects_does_not_stall_the_others(peer):
+    """Channel.close() closed its DEALER first and the monitor's reader after it: the monitor
+    was still on, so the DISCONNECTED/CLOSED events of the socket's teardown went to a reader
+    that was gone, and libzmq's I/O thread blocked on them for good (every later client of the
+    process then stayed "not connected yet"). The monitor must stop before either closes."""
+    ctx = zmq.Context()
+    ok = True
+    try:
+        for i in range(300):
+            if peer == "refused":
+                ch = Channel(f"tcp://127.0.0.1:{_closed_port()}", context=ctx, fail_fast=True,
+                             reconnect_ivl_ms=1, reconnect_ivl_max_ms=1)
+                time.sleep((i % 10) / 1000)
+            else:
+                router = ctx.socket(zmq.ROUTER)
+                port = router.bind_to_random_port("tcp://127.0.0.1")
+                ch = Channel(f"tcp://127.0.0.1:{port}", context=ctx, fail_fast=True,
+                             reconnect_ivl_ms=1, reconnect_ivl_max_ms=1)
+                ch.send(METADATA, metadata_pb2.MetadataRequest(), timeout_ms=LONG_MS)
+                for _ in range(200):
+                    ch.recv(5)
+                    if router.poll(0):
+                        break
+                router.close(linger=0)            # the channel reconnects, every 1 ms
+                ch.recv(i % 7)
+            ch.close()
+            if i % 25 == 24:
+                ok = _delivers(ctx)
+                assert ok, f"the request never left after {i + 1} closes: the I/O thread is stuck"
+    finally:
+        if ok:                        # a stuck I/O thread would hang the context's teardown
+            ctx.destroy(linger=0)

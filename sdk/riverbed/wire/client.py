@@ -353,9 +353,11 @@ class Channel:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._sock.close()
+            # the monitor stops before the DEALER closes: the events of the socket's teardown
+            # would otherwise go to a closed reader and block libzmq's I/O thread for good
             if self._watch is not None:
                 self._watch.close()
+            self._sock.close()
             self._pending.clear()
             self._outbox.clear()
 
@@ -368,8 +370,8 @@ class Channel:
     def __del__(self):  # pragma: no cover - best effort
         try:
             if not self._closed:
-                self._sock.close(linger=0)
                 if self._watch is not None:
                     self._watch.close()
+                self._sock.close(linger=0)
         except Exception:
             pass
