@@ -47,7 +47,5 @@ class AsyncChannel(Channel):
         ev = self._sock.getsockopt(zmq.EVENTS)
         return bool(ev & zmq.POLLIN or (self._outbox and ev & zmq.POLLOUT))
 
-    def close(self) -> None:
-        if not self._closed:
-            self._asock.close(linger=0)     # drops its loop watchers; closes the DEALER
-        super().close()
+    def _close_socket(self) -> None:
+        self._asock.close(linger=0)         # drops its loop watchers; closes the DEALER

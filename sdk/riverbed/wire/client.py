@@ -357,9 +357,12 @@ class Channel:
             # would otherwise go to a closed reader and block libzmq's I/O thread for good
             if self._watch is not None:
                 self._watch.close()
-            self._sock.close()
+            self._close_socket()
             self._pending.clear()
             self._outbox.clear()
+
+    def _close_socket(self) -> None:
+        self._sock.close()
 
     def __enter__(self) -> "Channel":
         return self
