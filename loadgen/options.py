@@ -191,6 +191,23 @@ def _producer_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", type=int, help="send every record to this partition")
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: expected an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text}: expected 0 or more")
+    return v
+
+
+def _warmup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warmup-records", type=_non_negative_int, default=0, metavar="N",
+                   help="the first N of --num-records are a warm-up: the summary covers the "
+                        "whole run, and a second line (and the JSON's steady_state) the "
+                        "records after them (Kafka's --warmup-records; default 0: none)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="riverbed-perf",
@@ -215,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the no-network baseline: the same producer and settings, its requests "
                         "answered in-process by a null sink (loadgen.nullsink) instead of a "
                         "gateway; --bootstrap-server is then only a name")
+    _warmup(p)
     _producer_flags(p)
     _topic_creation(p)
 
@@ -236,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="K=V", nargs="+")
     e.add_argument("--fetch-min-bytes", type=int)
     e.add_argument("--timeout-ms", type=_positive_int, default=10000)
+    _warmup(e)
     _producer_flags(e)
     _topic_creation(e)
     return parser
@@ -273,6 +292,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             setattr(args, attr, _flatten(getattr(args, attr)))
     if getattr(args, "record_size", None) is not None and args.record_size < 8 and args.mode == "e2e":
         build_parser().error("e2e needs --record-size >= 8 (the send time rides in the value)")
+    if getattr(args, "warmup_records", 0) >= args.num_records:
+        build_parser().error(f"--warmup-records ({args.warmup_records}) must be less than "
+                             f"--num-records ({args.num_records})")
     if args.mode == "e2e" and not args.throughput > 0:
         build_parser().error("e2e needs a positive --throughput (a fixed rate)")
     if getattr(args, "asyncio", False) and (args.bulk or args.null_sink):

@@ -27,6 +27,11 @@ What the latencies mean:
 Throughput counts completed records (acknowledged, or received), from the first send (or the
 first poll) to the last completion.
 
+--warmup-records N (produce and e2e; Kafka's, KIP-1052): the first N of the --num-records are a
+warm-up. The summary still covers the whole run; a second line, "... (steady state after N
+warm-up records)", and the JSON's "steady_state" cover the records completed after them, from
+the completion that passed the mark. Default 0: no warm-up, output as before.
+
 The clients are created and have the topic's metadata before the clock starts, in every process.
 Then each process makes one full garbage collection and freezes what survived (gc.freeze), as
 the services do after their start: a new process's first full collections walk everything it
@@ -51,8 +56,9 @@ from typing import Any, Callable
 
 from loadgen import options
 from loadgen.ratelimit import make_limiter
-from loadgen.stats import (IntervalAccounting, LatencyHistogram, Summary, TimelineMerger, Window,
-                           format_interval_line, format_summary_line, window_row)
+from loadgen.stats import (MB, IntervalAccounting, LatencyHistogram, Summary, TimelineMerger,
+                           Window, format_interval_line, format_steady_state_line,
+                           format_summary_line, window_row)
 
 __all__ = ["main", "run", "make_payloads", "split_evenly"]
 
@@ -93,7 +99,12 @@ def make_payloads(record_size: int | None = None, payload_file: str | None = Non
 # Per-worker accounting (thread-safe; the producer's callbacks run on its sender thread)
 
 class WorkerStats:
-    def __init__(self, interval_s: float, start: float, clock: Callable[[], float] = time.time):
+    """A worker's counts, histogram and windows. With `warmup` > 0 (--warmup-records, Kafka's
+    KIP-1052) the records completed after the first `warmup` are also counted apart, in
+    `steady` (the steady state): from the completion that crosses the mark to the last one."""
+
+    def __init__(self, interval_s: float, start: float, clock: Callable[[], float] = time.time,
+                 warmup: int = 0):
         self._lock = threading.Lock()
         self._clock = clock
         self.acct = IntervalAccounting(interval_s, start)
@@ -103,6 +114,24 @@ class WorkerStats:
         self.errors = 0
         self.last_completion = start
         self._closed: list[Window] = []
+        self.warmup = warmup
+        self.steady = LatencyHistogram() if warmup else None
+        self.steady_records = 0
+        self.steady_bytes = 0
+        self.steady_start: float | None = None
+
+    def _steady_part(self, records: int) -> int:
+        """How many of `records` about to be counted fall after the warm-up (0 without one)."""
+        if not self.warmup:
+            return 0
+        after = self.records + records
+        return max(0, after - max(self.records, self.warmup))
+
+    def _count_steady(self, now: float, n: int, nbytes: int, records: int) -> None:
+        if self.steady_start is None:
+            self.steady_start = now
+        self.steady_records += n
+        self.steady_bytes += nbytes * n // records
 
     def record(self, records: int, nbytes: int, latency_us: float, max_us: float,
                failed: bool = False) -> None:
@@ -114,6 +143,10 @@ class WorkerStats:
                 self._closed += self.acct.advance(now)
                 return
             self.hist.record(latency_us, records, max_us)
+            steady = self._steady_part(records)
+            if steady:
+                self.steady.record(latency_us, steady, max_us)
+                self._count_steady(now, steady, nbytes, records)
             self.records += records
             self.bytes += nbytes
             self.last_completion = now
@@ -127,6 +160,11 @@ class WorkerStats:
         with self._lock:
             for lat in latencies_us:
                 self.hist.record(lat)
+            steady = self._steady_part(len(latencies_us))
+            if steady:
+                for lat in latencies_us[len(latencies_us) - steady:]:
+                    self.steady.record(lat)
+                self._count_steady(now, steady, nbytes, len(latencies_us))
             self.records += len(latencies_us)
             self.bytes += nbytes
             self.last_completion = now
@@ -222,7 +260,7 @@ def _start_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
         freeze_setup_heap()
     sink(("ready", wid, None))
     start = wait_for_start()
-    stats = WorkerStats(spec["interval_s"], start)
+    stats = WorkerStats(spec["interval_s"], start, warmup=spec.get("warmup_records", 0))
     ticker = _Ticker(stats, wid, sink)
     ticker.start()
     return start, stats, ticker
@@ -231,9 +269,14 @@ def _start_worker(spec: dict, wid: int, sink: Callable[[tuple], None],
 def _worker_result(stats: WorkerStats, start: float, *, errors: int, metrics: dict) -> dict:
     """What a worker hands back (picklable): its windows, totals and histogram."""
     windows = stats.finish(stats.last_completion)
+    steady = None
+    if stats.steady is not None:
+        steady = {"records": stats.steady_records, "bytes": stats.steady_bytes,
+                  "start": stats.steady_start, "hist": stats.steady.encode()}
     return {"windows": [w.to_tuple() for w in windows], "records": stats.records,
             "bytes": stats.bytes, "errors": errors, "start": start,
-            "end": stats.last_completion, "hist": stats.hist.encode(), "metrics": metrics}
+            "end": stats.last_completion, "hist": stats.hist.encode(), "metrics": metrics,
+            "steady": steady}
 
 
 def _producer(spec: dict):
@@ -626,7 +669,27 @@ def _summarize(mode: str, results: list[dict], timeline: list[dict], config: dic
     return Summary(mode=mode, records=sum(r["records"] for r in results),
                    bytes=sum(r["bytes"] for r in results), elapsed_s=max(end - start, 1e-9),
                    latency_ms=hist.summary_ms(), timeline=timeline, config=config,
-                   errors=sum(r.get("errors", 0) for r in results))
+                   errors=sum(r.get("errors", 0) for r in results),
+                   steady_state=_steady_state(results, end, config.get("warmup_records", 0)))
+
+
+def _steady_state(results: list[dict], end: float, warmup: int) -> dict | None:
+    """The records after the warm-up (--warmup-records) over every worker: from the first
+    worker's crossing of its mark to the run's last completion. None without a warm-up."""
+    steady = [r["steady"] for r in results if r.get("steady")]
+    if not warmup or not steady:
+        return None
+    hist = LatencyHistogram()
+    for st in steady:
+        hist.merge_encoded(st["hist"])
+    starts = [st["start"] for st in steady if st["start"] is not None]
+    records = sum(st["records"] for st in steady)
+    nbytes = sum(st["bytes"] for st in steady)
+    elapsed = max(end - min(starts), 1e-9) if starts else 0.0
+    return {"warmup_records": warmup, "records": records, "bytes": nbytes,
+            "elapsed_s": elapsed, "records_per_sec": records / elapsed if elapsed else 0.0,
+            "mb_per_sec": nbytes / MB / elapsed if elapsed else 0.0,
+            "latency_ms": hist.summary_ms() if records else {}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -666,9 +729,11 @@ def run_produce(args, reporter_factory) -> tuple[Summary, int]:
     payloads = make_payloads(args.record_size, args.payload_file, args.payload_delimiter)
     base = _producer_spec(args, payloads, kwargs)
     counts = split_evenly(args.num_records, args.processes)
+    warmups = split_evenly(args.warmup_records, args.processes)
     rate = args.throughput
-    specs = [dict(base, num_records=c, throughput=(rate / args.processes if rate > 0 else -1.0))
-             for c in counts]
+    specs = [dict(base, num_records=c, warmup_records=w,
+                  throughput=(rate / args.processes if rate > 0 else -1.0))
+             for c, w in zip(counts, warmups)]
     reporter = reporter_factory(args.processes)
     try:
         results = _run_workers("produce", specs, reporter, processes=args.processes > 1)
@@ -678,7 +743,7 @@ def run_produce(args, reporter_factory) -> tuple[Summary, int]:
               "record_size": args.record_size, "payload_file": args.payload_file,
               "throughput": args.throughput, "processes": args.processes, "bulk": args.bulk,
               "asyncio": args.asyncio,
-              "null_sink": args.null_sink,
+              "null_sink": args.null_sink, "warmup_records": args.warmup_records,
               "partition": args.partition, "producer": _jsonable(kwargs),
               "producer_metrics": [r.get("metrics", {}) for r in results]}
     summary = _summarize("produce", results, reporter.timeline, config)
@@ -718,7 +783,7 @@ def run_e2e(args, reporter_factory) -> tuple[Summary, int]:
     interval_s = args.reporting_interval / 1000.0
     cspec = {"bootstrap": args.bootstrap, "topic": args.topic, "consumer_kwargs": ckwargs,
              "num_records": args.num_records, "interval_s": interval_s, "from_beginning": False,
-             "timeout_ms": args.timeout_ms, "e2e": True,
+             "timeout_ms": args.timeout_ms, "e2e": True, "warmup_records": args.warmup_records,
              "gc_freeze": getattr(args, "gc_freeze", True)}
     args.payload_file = None
     pspec = dict(_producer_spec(args, make_payloads(args.record_size, pool=1), pkwargs),
@@ -769,6 +834,7 @@ def run_e2e(args, reporter_factory) -> tuple[Summary, int]:
     phist.merge_encoded(producer_result["hist"])
     config = {"topic": args.topic, "num_records": args.num_records,
               "record_size": args.record_size, "throughput": args.throughput,
+              "warmup_records": args.warmup_records,
               "producer": _jsonable(pkwargs), "consumer": _jsonable(ckwargs),
               "producer_result": {"records": producer_result["records"],
                                   "errors": producer_result["errors"],
@@ -814,6 +880,8 @@ def run(args, *, live: bool | None = None, out=None) -> tuple[Summary, int]:
         return Reporter(args.mode, args.num_records, workers, live, out=out)
     summary, rc = _MODES[args.mode](args, reporter_factory)
     print(format_summary_line(summary), file=out, flush=True)
+    if summary.steady_state:
+        print(format_steady_state_line(summary), file=out, flush=True)
     if summary.errors:
         print(f"{summary.errors} records failed", file=sys.stderr)
     if args.json:

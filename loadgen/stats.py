@@ -229,6 +229,9 @@ class Summary:
     timeline: list[dict[str, float]]
     config: dict[str, Any]
     errors: int = 0
+    # after --warmup-records: warmup_records, records, bytes, elapsed_s, records_per_sec,
+    # mb_per_sec, latency_ms (see loadgen.perf._steady_state); None without a warm-up
+    steady_state: dict[str, Any] | None = None
 
     @property
     def records_per_sec(self) -> float:
@@ -239,11 +242,14 @@ class Summary:
         return self.bytes / MB / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "records": self.records, "bytes": self.bytes,
+        out = {"mode": self.mode, "records": self.records, "bytes": self.bytes,
                 "elapsed_s": self.elapsed_s, "records_per_sec": self.records_per_sec,
                 "mb_per_sec": self.mb_per_sec, "latency_ms": dict(self.latency_ms),
                 "timeline": list(self.timeline), "config": dict(self.config),
                 "errors": self.errors}
+        if self.steady_state is not None:
+            out["steady_state"] = dict(self.steady_state)
+        return out
 
 
 _VERB = {"produce": "sent", "consume": "received", "e2e": "received"}
@@ -258,8 +264,23 @@ def format_interval_line(mode: str, row: Mapping[str, float], records: int) -> s
 
 
 def format_summary_line(s: Summary) -> str:
-    lat = s.latency_ms
-    return (f"{s.records} records {_VERB.get(s.mode, 'done')}, {s.records_per_sec:.1f} records/sec "
-            f"({s.mb_per_sec:.2f} MB/sec), {lat['avg']:.2f} ms avg latency, {lat['max']:.2f} ms "
+    return _summary_text(s.mode, s.records, s.records_per_sec, s.mb_per_sec, s.latency_ms) + "."
+
+
+def format_steady_state_line(s: Summary) -> str:
+    """The summary of the records after --warmup-records (Kafka's second summary line)."""
+    st = s.steady_state or {}
+    if not st.get("records"):
+        return f"0 records {_VERB.get(s.mode, 'done')} after {st.get('warmup_records', 0)} " \
+               f"warm-up records (steady state)."
+    return (_summary_text(s.mode, st["records"], st["records_per_sec"], st["mb_per_sec"],
+                          st["latency_ms"])
+            + f" (steady state after {st['warmup_records']} warm-up records).")
+
+
+def _summary_text(mode: str, records: int, rps: float, mbps: float,
+                  lat: Mapping[str, float]) -> str:
+    return (f"{records} records {_VERB.get(mode, 'done')}, {rps:.1f} records/sec "
+            f"({mbps:.2f} MB/sec), {lat['avg']:.2f} ms avg latency, {lat['max']:.2f} ms "
             f"max latency, {lat['p50']:.2f} ms 50th, {lat['p95']:.2f} ms 95th, "
-            f"{lat['p99']:.2f} ms 99th, {lat['p99_9']:.2f} ms 99.9th.")
+            f"{lat['p99']:.2f} ms 99th, {lat['p99_9']:.2f} ms 99.9th")

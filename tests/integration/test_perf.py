@@ -73,3 +73,23 @@ def test_produce_then_consume_20000(fleet, tmp_path):
     consumed = json.loads((tmp_path / "in.json").read_text())
     _check_result(consumed, "consume")
     _check_png(tmp_path / "in.png")
+
+
+def test_e2e_with_warmup_reports_the_whole_run_and_the_steady_state(fleet, tmp_path):
+    """`riverbed-perf e2e --warmup-records`: the consumer process counts every record in the
+    summary and the ones after the first 500 again in the steady-state line and JSON."""
+    e = _run(["e2e", "--bootstrap-server", fleet.gateway_endpoint, "--topic", "perf-e2e",
+              "--num-records", "3000", "--throughput", "3000", "--warmup-records", "500",
+              "--create-topic", "--partitions", "1", "--replication-factor", "1",
+              "--reporting-interval", "60000", "--json", str(tmp_path / "e2e.json")])
+    last, steady_line = e.stdout.splitlines()[-2:]
+    assert last.startswith("3000 records received, ")
+    assert steady_line.startswith("2500 records received, ")
+    assert steady_line.endswith("(steady state after 500 warm-up records).")
+    doc = json.loads((tmp_path / "e2e.json").read_text())
+    assert doc["records"] == 3000 and doc["errors"] == 0
+    st = doc["steady_state"]
+    assert st["records"] == 2500 and st["warmup_records"] == 500
+    assert 0 < st["elapsed_s"] < doc["elapsed_s"]
+    assert 0 < st["latency_ms"]["p50"] <= st["latency_ms"]["p99"] <= st["latency_ms"]["max"]
+    assert st["latency_ms"]["max"] <= doc["latency_ms"]["max"]

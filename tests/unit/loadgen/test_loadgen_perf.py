@@ -176,6 +176,37 @@ def test_failed_batches_count_as_errors_not_records():
     assert (stats.records, stats.errors) == (0, 5)
 
 
+def test_warmup_counts_only_the_records_after_the_mark_in_the_steady_state():
+    now = [1.0]
+    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: now[0], warmup=5)
+    stats.record(3, 30, latency_us=9_000, max_us=9_000)      # records 1-3: warm-up
+    now[0] = 2.0
+    stats.record(4, 40, latency_us=5_000, max_us=6_000)      # 4-5 warm-up, 6-7 steady
+    now[0] = 3.0
+    stats.record_each([1_000, 2_000, 3_000], 30)              # 8-10: steady
+    assert (stats.records, stats.bytes) == (10, 100)
+    assert (stats.steady_records, stats.steady_bytes, stats.steady_start) == (5, 50, 2.0)
+    steady = stats.steady.summary_ms()
+    assert steady["max"] == pytest.approx(6.0)                # the warm-up's 9 ms left out
+    assert steady["avg"] == pytest.approx((2 * 5 + 1 + 2 + 3) / 5)
+    assert stats.hist.summary_ms()["max"] == pytest.approx(9.0)
+
+
+def test_record_each_splits_at_the_mark_inside_one_call():
+    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: 1.0, warmup=2)
+    stats.record_each([50_000, 40_000, 1_000, 2_000], 40)
+    assert stats.steady_records == 2
+    assert stats.steady.summary_ms()["max"] == pytest.approx(2.0)
+
+
+def test_without_warmup_nothing_is_counted_twice():
+    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
+    stats.record(3, 30, latency_us=1_000, max_us=1_000)
+    stats.record_each([1_000], 10)
+    assert stats.steady is None and stats.steady_records == 0
+    assert perf._worker_result(stats, 0.0, errors=0, metrics={})["steady"] is None
+
+
 # --- whole runs with fake clients --------------------------------------------------------------
 
 @pytest.mark.parametrize("extra", [[], ["--bulk"], ["--throughput", "200000"]])
@@ -329,3 +360,42 @@ def test_throttle_sleeps_in_chunks_of_at_least_two_ms_and_keeps_the_rate(monkeyp
     assert len(sleeps) <= (2000 - 500) / 100 + 1            # ~one sleep per 100 records
     # the rate holds: 2000 records take (2000 - burst) / rate seconds, up to one chunk
     assert abs(sum(sleeps) - 1500 / 50_000) <= perf.MIN_SLEEP_S
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_produce_run_with_warmup_prints_and_writes_the_steady_state(monkeypatch, tmp_path,
+                                                                    processes):
+    monkeypatch.setattr(perf, "_producer", lambda spec: FakeProducer())
+    monkeypatch.setattr(perf, "_run_workers", lambda kind, specs, reporter, processes:
+                        [perf.produce_worker(sp, i, reporter.handle, lambda: perf.time.time())
+                         for i, sp in enumerate(specs)])
+    out = io.StringIO()
+    summary, rc = perf.run(_args("--warmup-records", "400", "--processes", processes, "--json",
+                                 str(tmp_path / "w.json")), live=False, out=out)
+    assert rc == 0 and summary.records == 1000
+    st = summary.steady_state
+    assert st["warmup_records"] == 400 and st["records"] == 600 and st["bytes"] == 60_000
+    assert 0 < st["elapsed_s"] <= summary.elapsed_s and st["latency_ms"]["p99"] >= 0
+    lines = out.getvalue().splitlines()
+    assert lines[-2].startswith("1000 records sent, ") and lines[-2].endswith("99.9th.")
+    assert lines[-1].startswith("600 records sent, ")
+    assert lines[-1].endswith("(steady state after 400 warm-up records).")
+    doc = json.loads((tmp_path / "w.json").read_text())
+    assert doc["steady_state"]["records"] == 600 and doc["config"]["warmup_records"] == 400
+
+
+def test_no_warmup_leaves_the_output_as_it_was(monkeypatch, tmp_path):
+    monkeypatch.setattr(perf, "_producer", lambda spec: FakeProducer())
+    out = io.StringIO()
+    summary, _ = perf.run(_args("--json", str(tmp_path / "n.json")), live=False, out=out)
+    assert summary.steady_state is None
+    assert "steady state" not in out.getvalue()
+    assert "steady_state" not in json.loads((tmp_path / "n.json").read_text())
+
+
+@pytest.mark.parametrize("value, message", [("1000", "must be less than --num-records"),
+                                            ("-1", "expected 0 or more")])
+def test_warmup_must_leave_records_to_measure(capsys, value, message):
+    with pytest.raises(SystemExit) as e:
+        _args("--warmup-records", value)
+    assert e.value.code == 2 and message in capsys.readouterr().err

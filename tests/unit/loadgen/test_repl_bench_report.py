@@ -52,3 +52,20 @@ def test_report_without_cpu_figures_leaves_them_out():
     r["wait_ratio"] = 0.8
     text = format_report([r])
     assert "acks=all ÷ this 0.80" in text and "CPU" not in text
+
+
+def test_report_prints_the_steady_state_beside_each_e2e_row():
+    rounds = []
+    for p99, steady_p99 in ((6.0, 4.0), (5.0, 3.0), (7.0, 2.0)):
+        r = _round(100, 50, 10, 20, p99)
+        for rate in (1000, 50000):
+            r[f"e2e_{rate}"] = dict(r[f"e2e_{rate}"], steady_latency_ms={
+                "p50": 1.0, "p95": 2.0, "p99": steady_p99, "p99_9": 5.0, "max": 6.0})
+        rounds.append(r)
+    lines = format_report(rounds).splitlines()
+    i = next(i for i, line in enumerate(lines) if "e2e at  1,000/s" in line)
+    assert "p99 6.00" in lines[i]                        # every record: median of 6, 5, 7
+    assert "after its first second (steady state)" in lines[i + 1]
+    assert "p99 3.00" in lines[i + 1]                    # median of 4, 3, 2
+    # a round without the steady state (an older JSON) prints the row alone
+    assert "steady state" not in format_report([_round(100, 50, 10, 20, 3.0)])
