@@ -101,7 +101,9 @@ def make_payloads(record_size: int | None = None, payload_file: str | None = Non
 class WorkerStats:
     """A worker's counts, histogram and windows. With `warmup` > 0 (--warmup-records, Kafka's
     KIP-1052) the records completed after the first `warmup` are also counted apart, in
-    `steady` (the steady state): from the completion that crosses the mark to the last one."""
+    `steady` (the steady state): from the completion that crosses the mark to the last one.
+    Each latency is recorded once: `hist` holds the warm-up's and `steady` the rest's, and
+    whole_hist() adds them up at the end."""
 
     def __init__(self, interval_s: float, start: float, clock: Callable[[], float] = time.time,
                  warmup: int = 0):
@@ -119,6 +121,15 @@ class WorkerStats:
         self.steady_records = 0
         self.steady_bytes = 0
         self.steady_start: float | None = None
+
+    def whole_hist(self) -> LatencyHistogram:
+        """Every record's latency (warm-up and steady state)."""
+        if self.steady is None:
+            return self.hist
+        whole = LatencyHistogram()
+        whole.merge_encoded(self.hist.encode())
+        whole.merge_encoded(self.steady.encode())
+        return whole
 
     def _steady_part(self, records: int) -> int:
         """How many of `records` about to be counted fall after the warm-up (0 without one)."""
@@ -142,8 +153,8 @@ class WorkerStats:
                 self.errors += records
                 self._closed += self.acct.advance(now)
                 return
-            self.hist.record(latency_us, records, max_us)
             steady = self._steady_part(records)
+            self.hist.record(latency_us, records - steady, max_us)
             if steady:
                 self.steady.record(latency_us, steady, max_us)
                 self._count_steady(now, steady, nbytes, records)
@@ -158,12 +169,15 @@ class WorkerStats:
             return
         now = self._clock()
         with self._lock:
-            for lat in latencies_us:
-                self.hist.record(lat)
             steady = self._steady_part(len(latencies_us))
+            mark = len(latencies_us) - steady
+            record = self.hist.record
+            for lat in latencies_us[:mark] if steady else latencies_us:
+                record(lat)
             if steady:
-                for lat in latencies_us[len(latencies_us) - steady:]:
-                    self.steady.record(lat)
+                record = self.steady.record
+                for lat in latencies_us[mark:]:
+                    record(lat)
                 self._count_steady(now, steady, nbytes, len(latencies_us))
             self.records += len(latencies_us)
             self.bytes += nbytes
@@ -275,7 +289,7 @@ def _worker_result(stats: WorkerStats, start: float, *, errors: int, metrics: di
                   "start": stats.steady_start, "hist": stats.steady.encode()}
     return {"windows": [w.to_tuple() for w in windows], "records": stats.records,
             "bytes": stats.bytes, "errors": errors, "start": start,
-            "end": stats.last_completion, "hist": stats.hist.encode(), "metrics": metrics,
+            "end": stats.last_completion, "hist": stats.whole_hist().encode(), "metrics": metrics,
             "steady": steady}
 
 
