@@ -811,22 +811,30 @@ def run_e2e(args, reporter_factory) -> tuple[Summary, int]:
     proc.start()
     reporter = reporter_factory(1)
     producer_result: dict = {}
+    producer_ready = threading.Event()
+
+    def run_producer() -> None:
+        def wait_for_start() -> float:
+            producer_ready.set()
+            go.wait()
+            return start_value.value
+        try:
+            producer_result.update(produce_worker(pspec, 0, lambda m: None, wait_for_start))
+        except BaseException:  # noqa: BLE001 - reported below
+            producer_result["error"] = traceback.format_exc()
+    t = threading.Thread(target=run_producer, name="riverbed-perf-e2e-producer", daemon=True)
     try:
         msg = _get(q, proc, 60)
         if msg[0] == "error":
             raise RuntimeError(f"e2e consumer failed:\n{msg[2]}")
+        # the clock starts once both ends are set up, the producer too (its client, the
+        # topic's metadata, its heap frozen): its set-up is not part of the run's elapsed time
+        t.start()
+        while not producer_ready.wait(0.5):
+            if not t.is_alive():
+                raise RuntimeError(f"e2e producer failed:\n{producer_result.get('error')}")
         start_value.value = time.time()
         go.set()
-
-        def run_producer() -> None:
-            def wait_for_start() -> float:
-                return start_value.value
-            try:
-                producer_result.update(produce_worker(pspec, 0, lambda m: None, wait_for_start))
-            except BaseException:  # noqa: BLE001 - reported below
-                producer_result["error"] = traceback.format_exc()
-        t = threading.Thread(target=run_producer, name="riverbed-perf-e2e-producer", daemon=True)
-        t.start()
         result = None
         while result is None:
             msg = _get(q, proc, args.timeout_ms / 1000.0 + 30)
