@@ -17,7 +17,6 @@ import pathlib
 import resource
 import sys
 import threading
-import time
 
 import pytest
 
