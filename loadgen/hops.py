@@ -7,8 +7,15 @@ the same run against the same fleet (issue 15's "find what sits in the tail")
 
 Rows, from the floor up (one request at a time, `--rate` requests/s, `--count` each, `--rounds`
 times in turn; exact percentiles in ms):
+- tcp echo: the same message over a plain TCP socket to another Python process that writes
+  it straight back (no ZeroMQ): what a process hop costs without libzmq's I/O threads.
 - zmq echo: a DEALER here to a ROUTER in another Python process that sends every message
   straight back; libzmq on both ends and no Riverbed code: one process hop's floor here.
+  Each message crosses threads three times (the sender's Python thread to its I/O thread,
+  the receiver's I/O thread to its Python thread, and the socket between), so a round trip
+  wakes six threads.
+- zmq echo, one CPU: the same with both processes and their I/O threads on one CPU (the last
+  this process may use): the wake-ups without a CPU waking another.
 - METADATA @gateway: the gateway answers from its cache (a request through its RpcServer and
   handler, nothing forwarded).
 - PRODUCE @leader: acks=1, one 100 B record, straight to the partition's leader (the storage
@@ -37,13 +44,13 @@ import sys
 import time
 import uuid
 
-ROWS = ("zmq echo", "METADATA @gateway", "PRODUCE @leader", "PRODUCE via gateway",
+ROWS = ("tcp echo", "zmq echo", "zmq echo, one CPU", "METADATA @gateway", "PRODUCE @leader", "PRODUCE via gateway",
         "SDK send().get()", "e2e", "e2e paced")
 PERCENTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
 RECORD = b"x" * 100
 _SEND_TS = struct.Struct(">q")          # e2e paced: time.time_ns() at send, first in the value
 # What each row adds to: the row it is built on (the "+" columns of the report)
-BUILT_ON = {"METADATA @gateway": "zmq echo", "PRODUCE @leader": "zmq echo",
+BUILT_ON = {"zmq echo": "tcp echo", "METADATA @gateway": "zmq echo", "PRODUCE @leader": "zmq echo",
             "PRODUCE via gateway": "PRODUCE @leader", "SDK send().get()": "PRODUCE via gateway"}
 
 
@@ -75,8 +82,10 @@ def paced(fn, rate: float, count: int) -> list[float]:
     return out
 
 
-def _echo_server(q) -> None:
+def _echo_server(q, cpu: int | None = None) -> None:
     import zmq
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})   # before the context: its I/O thread inherits it
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -91,12 +100,23 @@ def _echo_server(q) -> None:
     ctx.term()
 
 
+def _tcp_echo_server(q) -> None:
+    import socket
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        q.put(srv.getsockname()[1])
+        conn, _ = srv.accept()
+        with conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            while data := conn.recv(65536):
+                conn.sendall(data)
+
+
 @contextlib.contextmanager
-def echo_server():
-    """A ROUTER echo in another process; yields its endpoint."""
+def _server_process(target, *args):
+    """`target(queue, *args)` in another process; yields what it puts on the queue first."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    proc = ctx.Process(target=_echo_server, args=(q,), name="riverbed-hops-echo", daemon=True)
+    proc = ctx.Process(target=target, args=(q, *args), name="riverbed-hops-echo", daemon=True)
     proc.start()
     try:
         yield q.get(timeout=30)
@@ -105,9 +125,19 @@ def echo_server():
         proc.join(5)
 
 
-def _echo_row(endpoint: str):
+def echo_server(cpu: int | None = None):
+    """A ROUTER echo in another process (its threads on `cpu` if given); yields its endpoint."""
+    return _server_process(_echo_server, cpu)
+
+
+def tcp_echo_server():
+    """A plain TCP echo in another process; yields its port on 127.0.0.1."""
+    return _server_process(_tcp_echo_server)
+
+
+def _echo_row(endpoint: str, context=None):
     import zmq
-    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock = (context or zmq.Context.instance()).socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(endpoint)
 
@@ -116,6 +146,57 @@ def _echo_row(endpoint: str):
         sock.recv_multipart()
     call()
     return call, sock.close
+
+
+def _tcp_echo_row(port: int):
+    import socket
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    message = b"h" * 40 + RECORD
+
+    def call():
+        sock.sendall(message)
+        left = len(message)
+        while left:
+            n = len(sock.recv(left))
+            if not n:
+                raise ConnectionError("the TCP echo closed the connection")
+            left -= n
+    call()
+    return call, sock.close
+
+
+@contextlib.contextmanager
+def on_cpu(cpu: int):
+    """This thread on `cpu` only, until the block ends (threads started inside keep it)."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@contextlib.contextmanager
+def _echo_rows():
+    """The three echo rows' calls: {row: call}, with their servers and sockets."""
+    import zmq
+    cpu = max(os.sched_getaffinity(0))
+    with contextlib.ExitStack() as stack:
+        calls = {}
+        for name, (call, close) in (
+                ("tcp echo", _tcp_echo_row(stack.enter_context(tcp_echo_server()))),
+                ("zmq echo", _echo_row(stack.enter_context(echo_server())))):
+            calls[name] = call
+            stack.callback(close)
+        endpoint = stack.enter_context(echo_server(cpu))
+        with on_cpu(cpu):        # a context of its own, whose I/O thread starts on `cpu`
+            ctx = zmq.Context()
+            stack.callback(ctx.term)
+            call, close = _echo_row(endpoint, ctx)
+        stack.callback(close)
+        calls["zmq echo, one CPU"] = call
+        yield calls, {"zmq echo, one CPU": cpu}
 
 
 def _riverbed_rows(bootstrap: str, topic: str):
@@ -240,15 +321,15 @@ def run(bootstrap: str, rate: float, count: int, rounds: int,
     "cpu": the e2e paced row's CPU, with `pids`)."""
     topic = f"rb-hops-{uuid.uuid4().hex[:6]}"
     out = []
-    with echo_server() as endpoint:
-        echo, close_echo = _echo_row(endpoint)
+    with _echo_rows() as (echoes, pinned):
         calls, close = _riverbed_rows(bootstrap, topic)
-        calls = {"zmq echo": echo, **calls}
+        calls = {**echoes, **calls}
         try:
             for i in range(rounds):
                 r = {}
                 for name in ROWS[:-2]:            # the two e2e rows follow
-                    r[name] = percentiles(paced(calls[name], rate, count))
+                    with on_cpu(pinned[name]) if name in pinned else contextlib.nullcontext():
+                        r[name] = percentiles(paced(calls[name], rate, count))
                     print(f"round {i + 1}: {format_row(name, r[name])}", file=sys.stderr,
                           flush=True)
                 r["e2e"] = _e2e(bootstrap, rate, count)
@@ -260,7 +341,6 @@ def run(bootstrap: str, rate: float, count: int, rounds: int,
                 out.append(r)
         finally:
             close()
-            close_echo()
             from loadgen.repl_bench import _delete
             _delete(bootstrap, topic)
     return out

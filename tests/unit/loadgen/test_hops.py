@@ -1,5 +1,7 @@
-"""loadgen.hops: its percentiles, pacing and report (the rows themselves need a fleet)."""
+"""loadgen.hops: its percentiles, pacing, report and echo rows (the other rows need a fleet)."""
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 
@@ -57,3 +59,29 @@ def test_report_gives_the_paced_rows_cpu_per_record_medians():
     assert "client 0.300, gateway 0.600; total 0.900 ms, 1.40 cores busy" in line
     # rounds without CPU (a fleet not started here): no CPU line
     assert "CPU ms" not in hops.format_report([{"e2e paced": _lat(2.0, 5.0), "cpu": {}}], 1, 1)
+
+
+def test_echo_rows_round_trip_through_their_own_processes_and_pin_one():
+    """The three floor rows against their real echo processes (no fleet): each call returns
+    once the message came back; the one-CPU row is measured pinned, and pinning ends."""
+    import os
+    before = os.sched_getaffinity(0)
+    with hops._echo_rows() as (calls, pinned):
+        assert set(calls) == {"tcp echo", "zmq echo", "zmq echo, one CPU"}
+        assert pinned == {"zmq echo, one CPU": max(before)}
+        for name, call in calls.items():
+            with hops.on_cpu(pinned[name]) if name in pinned else contextlib.nullcontext():
+                if name in pinned:
+                    assert os.sched_getaffinity(0) == {pinned[name]}
+                out = hops.paced(call, rate=5_000, count=20)
+            assert len(out) == 20 and all(x > 0 for x in out), name
+    assert os.sched_getaffinity(0) == before
+
+
+def test_report_puts_the_zmq_echo_over_the_tcp_echo():
+    rounds = [{"tcp echo": _lat(0.02, 0.2), "zmq echo": _lat(0.2, 0.5),
+               "zmq echo, one CPU": _lat(0.04, 0.25)}]
+    lines = hops.format_report(rounds, 1000, 100).splitlines()[1:]
+    assert [line.split("  ")[0] for line in lines] == ["tcp echo", "zmq echo", "zmq echo, one CPU"]
+    assert "+p50  0.180" in lines[1] and "over tcp echo" in lines[1]
+    assert "over" not in lines[2]
