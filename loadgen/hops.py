@@ -16,6 +16,10 @@ times in turn; exact percentiles in ms):
   wakes six threads.
 - zmq echo, one CPU: the same with both processes and their I/O threads on one CPU (the last
   this process may use): the wake-ups without a CPU waking another.
+- zmq relay, 4 hops: the zmq echo behind a relay process (a ROUTER in front, a DEALER to the
+  echo behind, a Python loop between): the shape of a record's path through the gateway (four
+  process hops, client -> gateway -> leader and back, or producer -> gateway -> leader ->
+  gateway -> consumer) with no Riverbed code: the floor of that path on this machine.
 - METADATA @gateway: the gateway answers from its cache (a request through its RpcServer and
   handler, nothing forwarded).
 - PRODUCE @leader: acks=1, one 100 B record, straight to the partition's leader (the storage
@@ -44,13 +48,14 @@ import sys
 import time
 import uuid
 
-ROWS = ("tcp echo", "zmq echo", "zmq echo, one CPU", "METADATA @gateway", "PRODUCE @leader", "PRODUCE via gateway",
-        "SDK send().get()", "e2e", "e2e paced")
+ROWS = ("tcp echo", "zmq echo", "zmq echo, one CPU", "zmq relay, 4 hops", "METADATA @gateway",
+        "PRODUCE @leader", "PRODUCE via gateway", "SDK send().get()", "e2e", "e2e paced")
 PERCENTILES = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
 RECORD = b"x" * 100
 _SEND_TS = struct.Struct(">q")          # e2e paced: time.time_ns() at send, first in the value
 # What each row adds to: the row it is built on (the "+" columns of the report)
-BUILT_ON = {"zmq echo": "tcp echo", "METADATA @gateway": "zmq echo", "PRODUCE @leader": "zmq echo",
+BUILT_ON = {"zmq echo": "tcp echo", "zmq relay, 4 hops": "zmq echo",
+            "METADATA @gateway": "zmq echo", "PRODUCE @leader": "zmq echo",
             "PRODUCE via gateway": "PRODUCE @leader", "SDK send().get()": "PRODUCE via gateway"}
 
 
@@ -100,6 +105,30 @@ def _echo_server(q, cpu: int | None = None) -> None:
     ctx.term()
 
 
+def _relay(q, echo_endpoint: str) -> None:
+    import zmq
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    front.bind("tcp://127.0.0.1:*")
+    back = ctx.socket(zmq.DEALER)
+    back.setsockopt(zmq.LINGER, 0)
+    back.connect(echo_endpoint)
+    q.put(front.getsockopt_string(zmq.LAST_ENDPOINT))
+    poller = zmq.Poller()
+    poller.register(front, zmq.POLLIN)
+    poller.register(back, zmq.POLLIN)
+    while True:
+        for sock, _ in poller.poll():
+            while True:
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                # front: [client, ...] goes on as is (the echo sends it back); back: the same
+                (back if sock is front else front).send_multipart(frames, copy=False)
+
+
 def _tcp_echo_server(q) -> None:
     import socket
     with socket.create_server(("127.0.0.1", 0)) as srv:
@@ -128,6 +157,11 @@ def _server_process(target, *args):
 def echo_server(cpu: int | None = None):
     """A ROUTER echo in another process (its threads on `cpu` if given); yields its endpoint."""
     return _server_process(_echo_server, cpu)
+
+
+def relay(echo_endpoint: str):
+    """A ROUTER-to-DEALER relay to `echo_endpoint` in another process; yields its endpoint."""
+    return _server_process(_relay, echo_endpoint)
 
 
 def tcp_echo_server():
@@ -179,14 +213,17 @@ def on_cpu(cpu: int):
 
 @contextlib.contextmanager
 def _echo_rows():
-    """The three echo rows' calls: {row: call}, with their servers and sockets."""
+    """The echo and relay rows' calls ({row: call}) and the rows measured pinned ({row:
+    cpu}), with their servers and sockets."""
     import zmq
     cpu = max(os.sched_getaffinity(0))
     with contextlib.ExitStack() as stack:
         calls = {}
+        echo = stack.enter_context(echo_server())
         for name, (call, close) in (
                 ("tcp echo", _tcp_echo_row(stack.enter_context(tcp_echo_server()))),
-                ("zmq echo", _echo_row(stack.enter_context(echo_server())))):
+                ("zmq echo", _echo_row(echo)),
+                ("zmq relay, 4 hops", _echo_row(stack.enter_context(relay(echo))))):
             calls[name] = call
             stack.callback(close)
         endpoint = stack.enter_context(echo_server(cpu))

@@ -62,12 +62,12 @@ def test_report_gives_the_paced_rows_cpu_per_record_medians():
 
 
 def test_echo_rows_round_trip_through_their_own_processes_and_pin_one():
-    """The three floor rows against their real echo processes (no fleet): each call returns
+    """The floor rows against their real echo and relay processes (no fleet): each call returns
     once the message came back; the one-CPU row is measured pinned, and pinning ends."""
     import os
     before = os.sched_getaffinity(0)
     with hops._echo_rows() as (calls, pinned):
-        assert set(calls) == {"tcp echo", "zmq echo", "zmq echo, one CPU"}
+        assert set(calls) == {"tcp echo", "zmq echo", "zmq echo, one CPU", "zmq relay, 4 hops"}
         assert pinned == {"zmq echo, one CPU": max(before)}
         for name, call in calls.items():
             with hops.on_cpu(pinned[name]) if name in pinned else contextlib.nullcontext():
