@@ -541,8 +541,10 @@ class Producer:
         request-size-avg/-max, outgoing-byte-rate/-total, batch-size-avg/-max,
         compression-rate-avg (compressed / uncompressed), record-queue-time-avg/-max,
         request-latency-avg/-max, response-total, requests-in-flight, buffer-total-bytes,
-        buffer-available-bytes, record-error-rate/-total, record-retry-rate/-total,
-        errors-by-code ({Kafka error name: batches retried or failed with it}).
+        buffer-available-bytes, record-error-rate/-total, record-retry-rate/-total (every
+        batch sent again, also one the idempotent producer resends behind an earlier batch
+        without charging `retries`), errors-by-code ({Kafka error name: batches retried or
+        failed with it}).
 
         And Riverbed's own: requests_sent, in_flight, buffer_memory_used, batches_expired,
         idempotent, producer_id, producer_epoch, gateway, gateway_failovers."""

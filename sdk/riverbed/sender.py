@@ -483,6 +483,9 @@ class Sender:
                 verdict = idem.classify(b, code, err.retriable)
                 if verdict is Verdict.RETRY_FREE:
                     log.debug("%r: out of order behind an earlier batch; retrying", b)
+                    # not charged to `retries`, but sent again: counted as Kafka's Sender
+                    # counts every re-enqueue (record-retry-total, errors-by-code)
+                    self.metrics.retried(b.record_count, _error_name(err), now)
                     self.acc.reenqueue(b, now, count_attempt=False)
                     continue
                 if verdict is Verdict.RETRY:

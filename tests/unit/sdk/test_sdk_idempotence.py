@@ -233,6 +233,12 @@ def test_five_in_flight_second_fails_retriably_order_is_kept():
     assert idem.producer_epoch == 0                  # no epoch bump was needed
     # batches 3..5 were not charged a retry for batch 2's failure
     assert all(not f.failed() for f in futs)
+    # but the metrics count every batch sent again, as Kafka's record-retry-total does: one
+    # record each for 2..5, and each send (5 first ones, 4 again) in record-send-total
+    m = s.metrics.snapshot(now(), in_flight=0, buffer_total_bytes=1, buffer_used_bytes=0)
+    assert m["record-retry-total"] == 4 and m["record-send-total"] == 9
+    assert m["errors-by-code"] == {"NOT_LEADER_FOR_PARTITION": 1,
+                                   "OUT_OF_ORDER_SEQUENCE_NUMBER": 3}
 
 
 def test_out_of_order_for_the_next_sequence_bumps_the_epoch_and_restarts_at_zero():
