@@ -362,6 +362,33 @@ def test_routes_splits_and_merges_over_real_sockets(fake_cluster, gateway, chann
     wait_until(lambda: not zk.exists(znodes.gateway_path(1)), what="the gateway znode to go")
 
 
+def test_a_clients_requests_reach_each_leader_in_the_order_sent(fake_cluster, gateway, channels):
+    """A request over two leaders and the next one over one of them, sent back to back: the
+    leader they share gets them in that order (a producer's batches for one partition stay in
+    sequence), also when the gateway reads both at once."""
+    n1, n2 = fake_cluster.nodes
+    gw = gateway(1)
+    ch = channels(gw.endpoint)
+    wait_gateway_ready(ch, gw, "orders")
+    pairs = 60
+    corrs = []
+    for i in range(pairs):
+        corrs.append(ch.send(ApiKey.PRODUCE, produce_req([("orders", [0, 1])]),
+                             payloads=[b"A%d" % i, b"a%d" % i]))        # orders-0 at 1, -1 at 2
+        corrs.append(ch.send(ApiKey.PRODUCE, produce_req([("orders", [0])]),
+                             payloads=[b"B%d" % i]))                    # orders-0 at 1 only
+    answered = set()
+    deadline = time.monotonic() + 30
+    while len(answered) < len(corrs) and time.monotonic() < deadline:
+        resp = ch.recv(1000)
+        if resp is not None:
+            answered.add(resp.header.correlation_id)
+    assert answered == set(corrs)
+    at_node1 = [f for api, _, frames in n1.received if api == ApiKey.PRODUCE for f in frames]
+    want = [f for i in range(pairs) for f in (b"A%d" % i, b"B%d" % i)]
+    assert at_node1[-len(want):] == want
+
+
 def test_slow_leader_times_out_its_partitions_and_not_leader_refreshes(fake_cluster, gateway,
                                                                        channels):
     n1, n2 = fake_cluster.nodes

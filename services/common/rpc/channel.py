@@ -9,7 +9,7 @@ import collections
 import itertools
 import logging
 import random
-from typing import Sequence
+from typing import Awaitable, Sequence
 
 import zmq
 import zmq.asyncio
@@ -204,6 +204,15 @@ class AsyncChannel:
         """Send a request and wait for its response. Raises errors.RequestTimedOutError after
         timeout_ms (including time spent waiting for a connection) and errors.for_code(...) when
         the envelope carries an error."""
+        return await self.start_call(api, body, payloads=payloads, timeout_ms=timeout_ms,
+                                     api_version=api_version)
+
+    def start_call(self, api: int, body, *, payloads: Sequence = (), timeout_ms: int = 30000,
+                   api_version: int = 0) -> Awaitable[Response]:
+        """call() in two steps: the request is sent (or queued behind this channel's earlier
+        ones) before this returns, and the awaitable returned waits for its response. Requests
+        started one after the other leave in that order, whoever awaits them first; await the
+        result (an unawaited one keeps its slot until an answer or close())."""
         if self._closed:
             raise errors.ClientError(f"channel to {self.endpoint} is closed")
         loop = self._watch()
@@ -212,8 +221,16 @@ class AsyncChannel:
         pending = self._pending
         pending[corr] = fut
         try:
+            sending = self._send_now(loop, frames)
+        except BaseException:
+            pending.pop(corr, None)
+            raise
+        return self._answer(api, corr, fut, sending, timeout_ms)
+
+    async def _answer(self, api: int, corr: int, fut: asyncio.Future,
+                      sending: asyncio.Future | None, timeout_ms: int) -> Response:
+        try:
             async with asyncio.timeout(timeout_ms / 1000.0):
-                sending = self._send_now(loop, frames)
                 if sending is not None:
                     try:
                         await sending
@@ -224,7 +241,7 @@ class AsyncChannel:
             raise errors.RequestTimedOutError(
                 f"no response to {api_name(api)} from {self.endpoint} in {timeout_ms} ms") from None
         finally:
-            pending.pop(corr, None)
+            self._pending.pop(corr, None)
         resp.raise_for_error()
         return resp
 
@@ -232,11 +249,20 @@ class AsyncChannel:
                           timeout_ms: int = 30000, api_version: int = 0) -> None:
         """Send a request whose response is not awaited (e.g. produce acks=0); any response that
         does come is dropped. Raises errors.RequestTimedOutError if no connection takes it in time."""
+        await self.start_oneway(api, body, payloads=payloads, timeout_ms=timeout_ms,
+                                api_version=api_version)
+
+    def start_oneway(self, api: int, body, *, payloads: Sequence = (), timeout_ms: int = 30000,
+                     api_version: int = 0) -> Awaitable[None]:
+        """send_oneway() in two steps, as start_call(): sent (or queued in order) before this
+        returns; the awaitable returned waits until a connection took it."""
         if self._closed:
             raise errors.ClientError(f"channel to {self.endpoint} is closed")
         loop = self._watch()   # drains (and drops) any responses
         _, frames = self._encode(api, body, payloads, timeout_ms, api_version)
-        sending = self._send_now(loop, frames)
+        return self._taken(api, self._send_now(loop, frames), timeout_ms)
+
+    async def _taken(self, api: int, sending: asyncio.Future | None, timeout_ms: int) -> None:
         if sending is None:
             return
         try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 from google.protobuf.message import DecodeError
 from kazoo.exceptions import NoNodeError
@@ -73,6 +73,10 @@ def _now_ms() -> int:
 class _Prefixed(logging.LoggerAdapter):
     def process(self, msg, kwargs):
         return f"[{self.extra['prefix']}] {msg}", kwargs
+
+
+async def _raise(e: BaseException):
+    raise e
 
 
 class Gateway:
@@ -444,27 +448,42 @@ class Gateway:
         subs = plan.sub_requests
         if not plan.expects_response:
             if len(subs) == 1:
-                await self._send_oneway(api, subs[0], timeout)
-            else:
-                await asyncio.gather(*(self._send_oneway(api, sub, timeout) for sub in subs))
+                await self._start_oneway(api, subs[0], timeout)
+            else:       # all sent now, in order (see below), then awaited
+                await asyncio.gather(*[self._start_oneway(api, sub, timeout) for sub in subs])
             return None
         if len(subs) == 1:
             # One leader (the common case): await it in this task. gather() would wrap the
             # call in a task of its own: a task, a future and extra event-loop turns per hop.
-            results = [await self._forward(api, subs[0], timeout)]
+            results = [await self._start_forward(api, subs[0], timeout)]
         else:
-            results = await asyncio.gather(*(self._forward(api, sub, timeout) for sub in subs))
+            # Every sub-request leaves now, in order, before this task yields. Sent from tasks
+            # of their own (gather), they would leave only when the loop got to those tasks,
+            # and a later request of the same client with one leader, sent at once from its
+            # own handler, could reach that leader first: a producer's later batch then
+            # arrives before its earlier one and is refused as out of order.
+            results = await asyncio.gather(*[self._start_forward(api, sub, timeout)
+                                             for sub in subs])
         merged = merge(plan, {sub.node_id: r for sub, r in zip(subs, results)})
         if merged.refresh_metadata:
             self._ensure_refresh()
         return rpc.Reply(merged.body, merged.payloads)
 
-    async def _forward(self, api: int, sub: SubRequest, timeout_ms: int) -> NodeReply:
+    def _start_forward(self, api: int, sub: SubRequest, timeout_ms: int) -> Awaitable[NodeReply]:
+        """Send `sub` to its leader now (AsyncChannel.start_call); the awaitable returned gives
+        the leader's answer, or its failure as a NodeReply."""
         t0 = time.perf_counter()
         try:
+            answer = self._pool.get(sub.endpoint).start_call(
+                api, sub.body, payloads=sub.payloads, timeout_ms=timeout_ms)
+        except Exception as e:  # noqa: BLE001 - e.g. a closed channel: answered below
+            answer = _raise(e)
+        return self._answered(sub, t0, answer)
+
+    async def _answered(self, sub: SubRequest, t0: float, answer: Awaitable) -> NodeReply:
+        try:
             with rpc.remote_wait():
-                resp = await self._pool.get(sub.endpoint).call(
-                    api, sub.body, payloads=sub.payloads, timeout_ms=timeout_ms)
+                resp = await answer
         except errors.KafkaError as e:
             self._forwarded(sub.node_id, t0, e.name)
             return NodeReply.failed(e.code, e.message or e.name)
@@ -485,10 +504,17 @@ class Gateway:
             key = (node_id, error)
             self.forward_errors[key] = self.forward_errors.get(key, 0) + 1
 
-    async def _send_oneway(self, api: int, sub: SubRequest, timeout_ms: int) -> None:
+    def _start_oneway(self, api: int, sub: SubRequest, timeout_ms: int) -> Awaitable[None]:
         try:
-            await self._pool.get(sub.endpoint).send_oneway(api, sub.body, payloads=sub.payloads,
-                                                           timeout_ms=timeout_ms)
+            taken = self._pool.get(sub.endpoint).start_oneway(
+                api, sub.body, payloads=sub.payloads, timeout_ms=timeout_ms)
+        except Exception as e:  # noqa: BLE001 - e.g. a closed channel: logged below
+            taken = _raise(e)
+        return self._oneway_taken(sub, taken)
+
+    async def _oneway_taken(self, sub: SubRequest, taken: Awaitable) -> None:
+        try:
+            await taken
         except Exception as e:  # noqa: BLE001 - acks=0: nobody to tell
             self.log.debug("acks=0 produce to node %d dropped: %r", sub.node_id, e)
 
