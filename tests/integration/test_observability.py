@@ -210,7 +210,8 @@ def test_the_clients_metrics_dicts_after_the_known_load(loaded):
     p = CLIENT_METRICS["producer"]
     # Every send counts, a batch sent again too (as Kafka's record-send-total). Usually none
     # is, but now and then a leader refuses a batch as out of order behind an earlier one
-    # (seen twice, 855 and 858 records sent again, when sender.py did not count such resends
+    # (seen twice, 855 and 858 records sent again, when the gateway let a request overtake the
+    # same client's earlier one on the way to a leader and sender.py did not count such resends
     # as retries); the idempotent producer sends it again after the earlier one, without
     # charging `retries`, and record-retry-total counts it.
     retried = p["record-retry-total"]
