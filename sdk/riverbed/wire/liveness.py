@@ -61,7 +61,7 @@ _MONITOR_IDS = itertools.count()
 
 
 def unbounded_monitor(sock: zmq.Socket, events: int, *,
-                      socket_class: type | None = None) -> zmq.Socket:
+                      thread_owned: bool = False) -> zmq.Socket:
     """`sock.get_monitor_socket(events)`, but on a pipe with no high-water mark; close it with
     close_monitor(sock, mon), never on its own.
 
@@ -75,11 +75,15 @@ def unbounded_monitor(sock: zmq.Socket, events: int, *,
     - gone: the reader closed while the monitored socket lives on (its next event has nowhere
       to go). close_monitor stops the monitor first; an owner that may be dropped unclosed
       registers it as its finalizer (ConnectionWatch does), so the garbage collector's order
-      of freeing the two sockets does not matter."""
+      of freeing the two sockets does not matter.
+
+    thread_owned: the reader is a plain zmq.Socket left out of the context's socket list, for a
+    thread of its own that polls it and closes it when the context terminates (as the ZAP
+    handler does). Context.destroy closes every listed socket from the calling thread, and
+    closing a socket under another thread's poll crashes the process."""
     addr = f"inproc://riverbed-monitor-{os.getpid()}-{id(sock)}-{next(_MONITOR_IDS)}"
     sock.monitor(addr, events)
-    kwargs = {} if socket_class is None else {"socket_class": socket_class}
-    mon = sock.context.socket(zmq.PAIR, **kwargs)
+    mon = zmq.Socket(sock.context, zmq.PAIR) if thread_owned else sock.context.socket(zmq.PAIR)
     mon.setsockopt(zmq.RCVHWM, 0)
     mon.setsockopt(zmq.LINGER, 0)
     mon.connect(addr)

@@ -42,7 +42,7 @@ from typing import Any, Mapping
 
 import zmq
 
-from riverbed.wire.liveness import unbounded_monitor
+from riverbed.wire.liveness import close_monitor, unbounded_monitor
 from riverbed.wire.security import (
     ANONYMOUS,
     ZAP_DOMAIN,
@@ -211,14 +211,18 @@ class _ZapHandler(threading.Thread):
         self.connections = ConnectionCounter()
         self._new_monitors: list[tuple[int, zmq.Socket]] = []   # handed over by apply_server
         self._monitors: dict[zmq.Socket, int] = {}
+        self._stopped = False       # run() has ended: add_monitor closes what it made
         self._poller = zmq.Poller()
 
     def add_monitor(self, server: zmq.Socket) -> None:
         """Count `server`'s connections per IP (call before it binds)."""
-        # a plain socket (this thread's); unbounded: a full pipe would stall the I/O thread
-        mon = unbounded_monitor(server, _MONITOR_EVENTS, socket_class=zmq.Socket)
+        # unbounded: a full pipe would stall the I/O thread; thread-owned: see run()
+        mon = unbounded_monitor(server, _MONITOR_EVENTS, thread_owned=True)
         with self._security._lock:
-            self._new_monitors.append((id(server), mon))
+            if not self._stopped:
+                self._new_monitors.append((id(server), mon))
+                return
+        close_monitor(server, mon)      # the context is terminating: nobody would close it
 
     def _take_monitors(self) -> None:
         if not self._new_monitors:
@@ -253,7 +257,11 @@ class _ZapHandler(threading.Thread):
 
     def run(self) -> None:
         try:
-            sock = self._ctx.socket(zmq.REP, socket_class=zmq.Socket)
+            # Not self._ctx.socket(): a socket made that way is on the context's list, and
+            # Context.destroy() in another thread (a service's or a test's teardown) would close
+            # it under this thread's poll, which crashes the process. Left off the list, this
+            # thread closes it itself once the context's term() ends the poll with ETERM.
+            sock = zmq.Socket(self._ctx, zmq.REP)
             sock.linger = 0
             sock.bind("inproc://zeromq.zap.01")
         except BaseException as e:  # noqa: BLE001 - reported to start_and_wait
@@ -282,7 +290,10 @@ class _ZapHandler(threading.Thread):
         except zmq.ZMQError as e:   # the context is terminated or destroyed: the process ends
             log.debug("ZAP handler stops: %s", e)
         finally:
-            for mon in list(self._monitors):
+            with sec._lock:     # and the monitors handed over but not yet taken: term() waits
+                self._stopped = True        # for every socket of the context to be closed
+                untaken, self._new_monitors = self._new_monitors, []
+            for mon in [*self._monitors, *(m for _, m in untaken)]:
                 if not mon.closed:
                     mon.close(linger=0)
             if not sock.closed:

@@ -1,7 +1,10 @@
 """Key files and a client's security settings (riverbed.wire.security), the process's security
-config (services.common.rpc.security) and ZooKeeper credentials: files in tmp_path, no sockets."""
+config (services.common.rpc.security) and ZooKeeper credentials: files in tmp_path; the ZAP
+handler's tests use inproc sockets, and the one that could crash runs in a child process."""
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 import zmq
@@ -187,3 +190,47 @@ def test_zap_refuses_with_500_and_lives_on_when_a_request_fails(tmp_path, monkey
     finally:
         req.close(linger=0)
         ctx.destroy(linger=0)
+
+
+_DESTROY_UNDER_ZAP = r'''
+import pathlib, sys
+import zmq, zmq.utils.z85
+from riverbed.wire import security as sec
+from services.common.rpc import security as rsec
+
+tmp = pathlib.Path(sys.argv[1])
+_, server_secret = sec.create_keypair(tmp / "t", "gw", kind="service", secret_dir=tmp / "p")
+alice, _ = sec.create_keypair(tmp / "t", "alice", secret_dir=tmp / "p")
+key = zmq.utils.z85.decode(sec.read_certificate(alice).public_key)
+plain = rsec.ServerSecurity(rsec.SecurityConfig("CURVE", str(server_secret), str(tmp / "t")))
+capped = rsec.ServerSecurity(rsec.SecurityConfig(
+    "CURVE", str(server_secret), str(tmp / "t"), max_connections_per_ip=10))
+for i in range(int(sys.argv[2])):
+    security = capped if i % 2 else plain
+    ctx = zmq.Context()
+    server = ctx.socket(zmq.ROUTER)
+    security.apply_server(server, ctx)          # the ZAP thread (capped: and a monitor it polls)
+    server.bind("tcp://127.0.0.1:0")
+    req = ctx.socket(zmq.REQ)
+    req.connect("inproc://zeromq.zap.01")
+    req.send_multipart([b"1.0", b"%d" % i, sec.ZAP_DOMAIN.encode(), b"127.0.0.1", b"", b"CURVE",
+                        key])
+    assert req.poll(5000) and req.recv_multipart()[2] == b"200"
+    ctx.destroy(linger=0)                       # server and req still open: destroy closes them
+    security._zap[id(ctx)].join(5)
+    assert not security._zap[id(ctx)].is_alive(), "the ZAP thread outlived its context"
+print("destroyed", i + 1)
+'''
+
+
+def test_context_destroy_in_another_thread_leaves_the_zap_threads_sockets_to_it(tmp_path):
+    """A service's or a test's teardown calls Context.destroy(), which closes every socket on
+    the context's list from its own thread. The ZAP thread's REP socket and monitors were on
+    it, closed under the thread's poll: a segmentation fault within a few dozen rounds (the CI
+    run of 22d042a died of it in this file). They are the thread's own now: destroy's term()
+    ends its poll and it closes them. In a child process, so a crash fails this test only."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.run([sys.executable, "-c", _DESTROY_UNDER_ZAP, str(tmp_path), "300"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.split() == ["destroyed", "300"]
