@@ -41,6 +41,8 @@ def build(out: pathlib.Path, *, write_config_reference: bool = True) -> list[pat
     pdoc.render.configure(docformat="markdown", footer_text="Riverbed SDK reference",
                           search=True)
     out.mkdir(parents=True, exist_ok=True)
+    import riverbed.wire
+    riverbed.wire.Channel   # noqa: B018 - loaded lazily; pdoc reads __all__ from the module dict
     pdoc.pdoc(*MODULES, output_directory=out)
     return sorted(out.rglob("*.html"))
 

@@ -9,7 +9,6 @@ gives Admin those names and shapes so that a kafka-python program runs after its
 Riverbed's own calls (list_groups, describe_groups, describe_configs("topic"), ...) stay the
 primary API. Errors are raised as riverbed.errors classes rather than left inside responses.
 """
-from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, NamedTuple, Sequence, cast
 

@@ -3,7 +3,6 @@
 Named tuples where kafka-python has them (TopicPartition, RecordMetadata, ConsumerRecord), so
 code written for kafka-python unpacks them the same way; frozen dataclasses for admin results.
 """
-from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field

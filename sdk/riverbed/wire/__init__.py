@@ -26,5 +26,6 @@ __all__ = [
 def __getattr__(name):  # Channel imports zmq: load it only when asked for
     if name == "Channel":
         from riverbed.wire.client import Channel
+        globals()["Channel"] = Channel      # found directly from now on (and by pdoc)
         return Channel
     raise AttributeError(name)
