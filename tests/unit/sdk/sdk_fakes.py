@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import threading
 
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2
@@ -43,6 +44,9 @@ class FakeChannel:
         self.closed = False
         self.held: list[Response] = []     # answers held back (hold=True)
         self.hold = False
+        # a test's release() and a sender thread's send(): an answer is either held before the
+        # release or never held
+        self._hold_lock = threading.Lock()
 
     def _response(self, corr, api, out):
         if isinstance(out, int):
@@ -62,13 +66,15 @@ class FakeChannel:
             if out is None:
                 out = errors.ErrorCode.Value("REQUEST_TIMED_OUT")
             resp = self._response(corr, api, out)
-            held = self.hold or api in self.gateway.hold_apis
-            (self.held if held else self._ready).append(resp)
+            with self._hold_lock:
+                held = self.hold or api in self.gateway.hold_apis
+                (self.held if held else self._ready).append(resp)
         return corr
 
     def release(self):
-        self._ready.extend(self.held)
-        self.held.clear()
+        with self._hold_lock:
+            self._ready.extend(self.held)
+            self.held.clear()
 
     def recv(self, timeout_ms):
         return self._ready.popleft() if self._ready else None

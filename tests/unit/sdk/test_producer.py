@@ -424,8 +424,12 @@ def test_unclosed_producer_is_closed_by_the_exit_hook(fake_dealer):
 
 def test_close_counts_and_logs_undelivered_records(fake_dealer, caplog):
     from riverbed.producer import Producer
-    gw = FakeGateway({ApiKey.METADATA: metadata_handler(1)})   # PRODUCE is never answered
-    p = Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory, retries=0)
+    # PRODUCE has no handler: the fake answers REQUEST_TIMED_OUT, and retries=0 fails the batch.
+    # linger keeps all seven queued until close() (with linger 0 the sender could send, and
+    # fail, the first record before close began: not one of close's undelivered records).
+    gw = FakeGateway({ApiKey.METADATA: metadata_handler(1)})
+    p = Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory, retries=0,
+                 linger_ms=60_000)
     futs = [p.send("t", b"v%d" % i) for i in range(7)]
     with caplog.at_level("WARNING", logger="riverbed.producer"):
         p.close(timeout=0.2)
@@ -600,17 +604,23 @@ def test_send_many_without_a_partition_grows_batches_along_the_sticky_run(monkey
     from riverbed.producer import Producer
     from sdk_fakes import FakeChannel
     gw = FakeGateway({ApiKey.METADATA: metadata_handler(50), ApiKey.PRODUCE: ProduceLog()})
+    # PRODUCE answers held until the flush: the batches sent first (1000 B) stay incomplete
+    # however fast the sender is, and the in-flight limit leaves the rest queued (a backlog)
+    gw.hold_apis = {ApiKey.PRODUCE}
     pair = zmq.Context.instance().socket(zmq.PAIR)     # pollable, never fires (see above)
     pair.bind("inproc://fake-dealer-%d" % id(pair))
     monkeypatch.setattr(FakeChannel, "socket", pair, raising=False)
     try:
-        # linger keeps every batch queued (a backlog) until flush
+        # linger keeps every batch that is not full queued until flush
         with Producer(["tcp://127.0.0.1:1"], _channel_factory=gw.factory, linger_ms=60_000,
                       batch_size=1000, batch_size_max=8000) as p:
             for _ in range(40):
                 p.send_many("t", [b"v" * 50] * 18)         # about one batch_size per call
             caps = sorted({b.capacity for b in p._accumulator.incomplete()})
             assert caps[0] == 1000 and caps[-1] == 8000
+            gw.hold_apis = set()
+            for ch in gw.channels:
+                ch.release()
             p.flush(timeout=10)
     finally:
         pair.close(0)
