@@ -287,23 +287,28 @@ def _restart(fleet, name: str) -> float:
     return time.monotonic() - t0
 
 
-def _preferred(admin, topics: list[str], node: int) -> int:
-    """How many partitions name `node` first among their replicas (its share as leader)."""
-    return sum(1 for d in admin.describe_topics(topics) for p in d.partitions
-               if p.replicas and p.replicas[0] == node)
+def _preferred(admin, topics: list[str], node: int) -> list[tuple[str, int]]:
+    """The partitions that name `node` first among their replicas (its share as leader)."""
+    return [(d.name, p.partition) for d in admin.describe_topics(topics) for p in d.partitions
+            if p.replicas and p.replicas[0] == node]
 
 
 def _give_back(admin, topics: list[str], node: int) -> None:
     """Preferred-replica election, so `node` leads its share before it is stopped."""
     try:
-        if not _preferred(admin, topics, node):
+        share = _preferred(admin, topics, node)
+        if not share:
             # a few small topics, each placed from a random start, may not put `node` first
             # anywhere ((2/3)^10 for --quick's ten): no election gives it a partition to lead
             _log(f"node {node} is the preferred replica of no partition: nothing to give back")
             return
-        admin.elect_leaders()
-        _wait(lambda: _leads(admin, topics, node) > 0, f"leadership back on node {node}",
-              timeout_s=120, interval_s=0.2)
+
+        def elected() -> bool:
+            # asked again each second: a preferred replica not (yet) in the ISR, or a controller
+            # that has just taken over, refuses a partition with a per-partition error
+            admin.elect_leaders(share)
+            return _leads(admin, topics, node) > 0
+        _wait(elected, f"leadership back on node {node}", timeout_s=120, interval_s=1.0)
     except Exception as e:  # noqa: BLE001 - measured anyway: the table shows how many it led
         _log(f"preferred election: {e!r}")
 
