@@ -10,7 +10,9 @@ State directory D (reused by the next `up`, which restarts on the same data):
 
 Port plan from base port P (see ROLES): gateway-1 on P, ZooKeeper on P+1, gateway-i (i >= 2) on
 P+i, controller-i on P+9+i with its PUB on P+19+i, group-coordinator-i on P+29+i,
-offset-manager-i on P+39+i, storage-i (broker.id i) on P+100+i. Each service's Prometheus
+offset-manager-i on P+39+i, storage-i (broker.id i) on P+100+i; gateway-i's Kafka listener
+(PLAINTEXT, bound to the fleet's host: 127.0.0.1 as in Kafka's quickstart) on P+49+i, so
+gateway-1's is P+50 (`kcat -b 127.0.0.1:P+50 -L`). Each service's Prometheus
 endpoint (`metrics.port`) is its port + 200: gateway-1 on P+200, storage-i on P+300+i, ...;
 `status()` gives each process's `metrics_endpoint`, and `write_prometheus_config()` writes
 D/prometheus.yml naming them all (role, name and host as labels).
@@ -134,6 +136,7 @@ def _storage_config(ctx: ConfigContext) -> dict[str, str]:
 
 def _gateway_config(ctx: ConfigContext) -> dict[str, str]:
     return {"gateway.id": str(ctx.index), "host.name": ctx.host, "port": str(ctx.ports["port"]),
+            "listeners": f"PLAINTEXT://{ctx.host}:{ctx.ports['kafka.port']}",
             **_metrics_keys(ctx), **_zk_keys(ctx)}
 
 
@@ -171,7 +174,7 @@ ROLES: dict[str, RoleSpec] = {spec.role: spec for spec in (
     RoleSpec("offset_manager", "offset-manager", "services.offset_manager",
              lambda i: {"port": 39 + i}, _offset_manager_config, 1, 10),
     RoleSpec("gateway", "gateway", "services.gateway",
-             lambda i: {"port": 0 if i == 1 else i}, _gateway_config, 1, 9),
+             lambda i: {"port": 0 if i == 1 else i, "kafka.port": 49 + i}, _gateway_config, 1, 9),
 )}
 
 
@@ -299,6 +302,14 @@ class Fleet:
         gws = [r for r in self._records.values() if r.role == "gateway"]
         return gws[0].endpoint if gws else None
 
+    @property
+    def kafka_bootstrap_servers(self) -> str | None:
+        """host:port of every gateway's PLAINTEXT Kafka listener, comma-separated (Kafka
+        clients' bootstrap.servers), or None without gateways."""
+        out = [li.split("://", 1)[1] for r in self._records.values() if r.role == "gateway"
+               for li in r.extra.get("kafka_listeners", ()) if li.startswith("PLAINTEXT://")]
+        return ",".join(out) or None
+
     def names(self) -> list[str]:
         return list(self._records)
 
@@ -358,6 +369,8 @@ class Fleet:
                 extra = {"ports": ports}
                 if "pub.port" in ports:
                     extra["pub_endpoint"] = f"tcp://{self.host}:{ports['pub.port']}"
+                if "kafka.port" in ports:
+                    extra["kafka_listeners"] = [f"PLAINTEXT://{self.host}:{ports['kafka.port']}"]
                 extra["metrics_endpoint"] = f"http://{self.host}:{ports['metrics.port']}/metrics"
                 plan[name] = ProcessRecord(
                     name=name, role=role, id=i, port=ports["port"],
@@ -658,6 +671,8 @@ class Fleet:
                           "pid": rec.pid if alive else None, "endpoint": rec.endpoint,
                           "metrics_endpoint": rec.extra.get("metrics_endpoint"),
                           "up": alive and self.is_up(rec.name)})
+            if rec.role == "gateway":
+                procs[-1]["kafka_listeners"] = rec.extra.get("kafka_listeners", [])
         controller, partitions = None, []
         zk_up = any(p["up"] for p in procs if p["role"] == ZK_ROLE)
         if with_zk and zk_up:

@@ -502,18 +502,27 @@ class GatewayInfo:
     gateway_id: int
     endpoint: str                # tcp://host:port of its ROUTER
     timestamp_ms: int = 0
+    # Its Kafka listeners as advertised (NAME://host:port, like the "endpoints" of Kafka's
+    # /brokers/ids/<id>); absent from the znode when it has none (and in older gateways').
+    kafka_endpoints: tuple[str, ...] = ()
 
 
 def encode_gateway(info: GatewayInfo) -> bytes:
-    return _dump({"version": GATEWAY_VERSION, "endpoint": info.endpoint,
-                  "timestamp": str(info.timestamp_ms)})
+    obj: dict[str, Any] = {"version": GATEWAY_VERSION, "endpoint": info.endpoint,
+                           "timestamp": str(info.timestamp_ms)}
+    if info.kafka_endpoints:
+        obj["kafka_endpoints"] = list(info.kafka_endpoints)
+    return _dump(obj)
 
 
 def decode_gateway(gateway_id: int, data: bytes) -> GatewayInfo:
     w = "gateway"
     obj = _load(w, data)
+    kafka = obj.get("kafka_endpoints", [])
+    if not isinstance(kafka, list) or not all(isinstance(e, str) for e in kafka):
+        raise ZnodeDataError(w, "kafka_endpoints must be a list of strings", data)
     return GatewayInfo(gateway_id=gateway_id, endpoint=_field(w, obj, "endpoint", str, data),
-                       timestamp_ms=_timestamp(w, obj, data))
+                       timestamp_ms=_timestamp(w, obj, data), kafka_endpoints=tuple(kafka))
 
 
 # --- <root>/ids/<id> and <root>/shards/<shard> (ephemeral) ------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.common.config import ConfigError
+from services.gateway.kafka import listeners as kafka_listeners
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,18 @@ class GatewayConfig:
     # Requests being handled at once at most (Kafka's queued.max.requests): past it the ROUTER
     # stops reading and libzmq pushes back on clients.
     queued_max_requests: int = 500
+    # -- the Kafka wire protocol (services/gateway/kafka, docs/kafka-protocol.md) ----------
+    # Kafka's keys. Empty: no Kafka listener (the ZeroMQ port above serves the SDK either way).
+    # NAME://HOST:PORT, comma-separated; an empty HOST binds every interface, PORT 0 a free port.
+    listeners: str = ""
+    # What Metadata tells Kafka clients to connect to (empty: `listeners`, an empty host
+    # replaced by host.name). Each entry must name a listener.
+    advertised_listeners: str = ""
+    # Listener name -> security protocol (Kafka's default map). Only PLAINTEXT is served yet.
+    listener_security_protocol_map: str = kafka_listeners.KAFKA_DEFAULT_PROTOCOL_MAP
+    # Kafka's default, 10 minutes: a Kafka connection with nothing read and nothing in flight
+    # for this long is closed (clients reconnect when they need to).
+    connections_max_idle_ms: int = 600000
     # -- authorization (ACLs in ZooKeeper, services/common/acl) ---------------------------
     # NONE | CURVE. Sets the default of allow.everyone.if.no.acl.found (CURVE sockets
     # themselves are configured by the RPC layer with the same key).
@@ -80,9 +93,22 @@ class GatewayConfig:
                            ("message.max.bytes", self.message_max_bytes),
                            ("request.timeout.ms", self.request_timeout_ms),
                            ("metadata.max.age.ms", self.metadata_max_age_ms),
-                           ("queued.max.requests", self.queued_max_requests)):
+                           ("queued.max.requests", self.queued_max_requests),
+                           ("connections.max.idle.ms", self.connections_max_idle_ms)):
             if value <= 0:
                 raise ConfigError(f"{key}={value}: must be positive")
+
+        try:
+            self.kafka_listeners
+        except kafka_listeners.ListenerError as e:
+            raise ConfigError(str(e)) from None
+
+    @property
+    def kafka_listeners(self) -> tuple[tuple[kafka_listeners.Listener, ...],
+                                       tuple[kafka_listeners.Listener, ...]]:
+        """(listeners to bind, listeners to advertise), parsed from Kafka's three keys."""
+        return kafka_listeners.resolve(self.listeners, self.advertised_listeners,
+                                       self.listener_security_protocol_map, self.host_name)
 
     @property
     def super_user_principals(self) -> tuple[str, ...]:

@@ -9,7 +9,11 @@ Loops (one TaskGroup; a dead loop stops the gateway):
 - ZooKeeper inputs: /controller (DataWatch) and /riverbed/gateways (ChildrenWatch) callbacks run
   on kazoo's threads and only hand their input to the loop (`call_soon_threadsafe`); blocking
   kazoo calls run in `asyncio.to_thread`;
-- a ticker asking the controller for a snapshot when none came for metadata.max.age.ms.
+- a ticker asking the controller for a snapshot when none came for metadata.max.age.ms;
+- with `listeners` set, the Kafka listeners (services/gateway/kafka/listener.py): Kafka clients'
+  requests reach the same handlers (and guard) as the SDK's, on this same event loop. Their
+  advertised endpoints are registered in /riverbed/gateways/<id> and read back from every live
+  gateway: the brokers Kafka clients see.
 
 Metadata refreshes (controller METADATA for all topics) are coalesced: at most one in flight, and
 a caller waits for one that started after it asked.
@@ -35,6 +39,7 @@ from services.gateway.config import GatewayConfig
 from services.gateway.core import authorization as authz
 from services.gateway.core import log_dirs
 from services.gateway.core.metadata_cache import MetadataCache
+from services.gateway.kafka.brokers import KafkaBroker
 from services.gateway.core.routing import (
     ROUTED_APIS,
     NodeReply,
@@ -79,6 +84,19 @@ async def _raise(e: BaseException):
     raise e
 
 
+def _kafka_endpoints(info: znodes.GatewayInfo) -> tuple[tuple[str, str, int], ...]:
+    """A gateway's advertised Kafka listeners as (name, host, port); unreadable ones skipped."""
+    from services.gateway.kafka.listeners import ListenerError, parse_listeners
+    out = []
+    for e in info.kafka_endpoints:
+        try:
+            for li in parse_listeners(e, None, key="kafka_endpoints"):
+                out.append((li.name, li.host, li.port))
+        except ListenerError:
+            continue
+    return tuple(out)
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig):
         self.config = config
@@ -108,11 +126,18 @@ class Gateway:
         self.forwards: dict[int, list] = {}          # node id -> [requests, seconds]
         self.forward_errors: dict[tuple[int, str], int] = {}
         self.telemetry: Telemetry | None = None
+        # Kafka listeners (empty unless `listeners` is set) and what each live gateway
+        # advertises: gateway id -> (listener name, host, port) for each of its listeners.
+        self.kafka_listeners: list = []
+        self._kafka_endpoints: dict[int, tuple[tuple[str, str, int], ...]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         cfg = self.config
         self._loop = asyncio.get_running_loop()
+        # Bound first (served from the TaskGroup below): once the SDK port accepts, so does
+        # the Kafka one (the fleet waits for the former).
+        await self._start_kafka_listeners()
         self._server = rpc.RpcServer(
             cfg.endpoint, self._handlers(), name=self.name,
             socket_request_max_bytes=cfg.socket_request_max_bytes,
@@ -153,6 +178,8 @@ class Gateway:
                          tg.create_task(self._gateways_loop(), name="gateways"),
                          tg.create_task(self._tick_loop(), name="tick"),
                          tg.create_task(self._groups.run(), name="group-owners")]
+                tasks += [tg.create_task(k.serve(), name=f"kafka-{k.advertised.name}")
+                          for k in self.kafka_listeners]
                 self.log.info("serving on %s", self._server.bound_endpoint)
                 await stop.wait()
                 self.log.info("stopping")
@@ -161,9 +188,35 @@ class Gateway:
         finally:
             await self._close(watcher)
 
+    async def _start_kafka_listeners(self) -> None:
+        from services.gateway.kafka.listener import KafkaListener   # kio only when used
+        cfg = self.config
+        bind, advertised = cfg.kafka_listeners
+        handlers = self._handlers()
+        for b in bind:
+            adv = next(a for a in advertised if a.name == b.name)
+            listener = KafkaListener(
+                b, adv, gateway_id=cfg.gateway_id, handlers=handlers, brokers=self.kafka_brokers,
+                socket_request_max_bytes=cfg.socket_request_max_bytes,
+                connections_max_idle_ms=cfg.connections_max_idle_ms,
+                queued_max_requests=cfg.queued_max_requests, name=self.name)
+            await listener.start()
+            self.kafka_listeners.append(listener)
+
+    def kafka_brokers(self, listener_name: str) -> tuple[KafkaBroker, ...]:
+        """The live gateways advertising `listener_name`, by id (the brokers Kafka clients see)."""
+        out = []
+        for gid, endpoints in sorted(self._kafka_endpoints.items()):
+            for name, host, port in endpoints:
+                if name == listener_name:
+                    out.append(KafkaBroker(gid, host, port))
+        return tuple(out)
+
     async def _close(self, watcher) -> None:
         for t in list(self._background) + ([self._refresh_task] if self._refresh_task else []):
             t.cancel()
+        for k in self.kafka_listeners:
+            await k.close()
         if self._server is not None:
             await self._server.close()
         if self.telemetry is not None:
@@ -264,8 +317,9 @@ class Gateway:
         """Create /riverbed/gateways/<id> (ephemeral) for this session (blocking; a thread)."""
         cfg = self.config
         path = znodes.gateway_path(cfg.gateway_id)
-        data = znodes.encode_gateway(znodes.GatewayInfo(cfg.gateway_id, cfg.endpoint,
-                                                        int(time.time() * 1000)))
+        data = znodes.encode_gateway(znodes.GatewayInfo(
+            cfg.gateway_id, cfg.endpoint, int(time.time() * 1000),
+            kafka_endpoints=tuple(str(k.advertised) for k in self.kafka_listeners)))
         try:
             zk.register_ephemeral(self._zk, path, data, session_id=session_id,
                                   timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0 * 2,
@@ -284,15 +338,17 @@ class Gateway:
             except Exception as e:  # noqa: BLE001 - ZooKeeper hiccup; the watch fires again
                 self.log.warning("could not read %s: %s", znodes.GATEWAYS, e)
                 continue
-            self.cache.set_gateways(gateways)
+            self.cache.set_gateways((g.gateway_id, g.endpoint) for g in gateways)
+            self._kafka_endpoints = {g.gateway_id: _kafka_endpoints(g) for g in gateways
+                                     if g.kafka_endpoints}
 
-    def _read_gateways(self) -> list[tuple[int, str]]:
+    def _read_gateways(self) -> list[znodes.GatewayInfo]:
         out = []
         for child in self._zk.get_children(znodes.GATEWAYS):
             try:
                 gid = int(child)
                 data, _ = self._zk.get(f"{znodes.GATEWAYS}/{child}")
-                out.append((gid, znodes.decode_gateway(gid, data).endpoint))
+                out.append(znodes.decode_gateway(gid, data))
             except (ValueError, NoNodeError, znodes.ZnodeDataError):
                 continue   # gone meanwhile, or not ours to read
         return out

@@ -1,0 +1,267 @@
+"""The Kafka listener's shell: an asyncio TCP server inside the gateway process (the gateway's
+own event loop and TaskGroup), reading Kafka frames and answering them through the gateway's
+SDK handlers (`translate.py` says how each request maps).
+
+Per connection:
+- frames are read one after the other: the 4-byte size first; a size above
+  `socket.request.max.bytes` (or negative) closes the connection without reading the rest, as
+  Kafka does; so does a request that cannot be decoded, or names an API or version not served
+  (Kafka's answer to both), after the answers already due are written;
+- each request is handled in a task of its own, started in arrival order: a task runs until
+  its first wait, and the SDK handlers send to the leaders before they wait, so one producer's
+  requests reach each leader in the order they came (idempotent producers pipeline up to 5);
+- answers are written in request order (Kafka's guarantee; kafka-python relies on it). acks=0
+  produce requests get none. At most `queued.max.requests` requests are in flight on a
+  connection; past that the connection is not read until one is answered;
+- a connection idle (nothing read and nothing in flight) for `connections.max.idle.ms` is
+  closed;
+- the principal is User:ANONYMOUS on PLAINTEXT (Kafka's), handed to the same guard (ACLs,
+  quotas: throttle_time_ms reaches the Kafka answer) as SDK requests; later security protocols
+  set it per connection here.
+A bug in a handler or in the translation answers UNKNOWN_SERVER_ERROR (or closes the
+connection when not even that can be built) and never stops the gateway.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from riverbed import errors
+from riverbed._proto.v1 import header_pb2
+from riverbed.wire.framing import Request
+from services.gateway.kafka import protocol as kp
+from services.gateway.kafka import translate as tr
+from services.gateway.kafka.brokers import KafkaBroker
+from services.gateway.kafka.listeners import Listener
+
+log = logging.getLogger(__name__)
+ANONYMOUS = "User:ANONYMOUS"
+UNKNOWN_SERVER_ERROR = errors.ErrorCode.Value("UNKNOWN_SERVER_ERROR")
+WRITE_HIGH_WATER = 1 << 20        # bytes buffered for a connection before the writer drains
+
+
+class KafkaListener:
+    """One listener (`listeners` entry). `handlers`: Riverbed ApiKey -> the gateway's guarded
+    handler; `brokers(listener_name)`: the live gateways advertising that listener."""
+
+    def __init__(self, bind: Listener, advertised: Listener, *, gateway_id: int,
+                 handlers: Mapping[int, Callable[[Request], Awaitable[Any]]],
+                 brokers: Callable[[str], tuple[KafkaBroker, ...]],
+                 socket_request_max_bytes: int, connections_max_idle_ms: int,
+                 queued_max_requests: int, name: str = "gateway"):
+        self.bind = bind
+        self.advertised = advertised
+        self.gateway_id = gateway_id
+        self._handlers = handlers
+        self._brokers = brokers
+        self._max_bytes = socket_request_max_bytes
+        self._idle_s = connections_max_idle_ms / 1000.0
+        self._max_in_flight = queued_max_requests
+        self._name = name
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+        self.bound_port: int | None = None
+        # statistics
+        self.connections_accepted = 0
+        self.requests = 0
+        self.closed_bad_request = 0
+        self.closed_oversize = 0
+        self.closed_idle = 0
+        self.handler_failures = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> Listener:
+        """Bind (connections wait in the backlog until serve()); returns the advertised
+        listener, with the bound port when it was 0."""
+        self._server = await asyncio.start_server(
+            self._accepted, host=self.bind.host or None, port=self.bind.port,
+            reuse_address=True, limit=64 * 1024, start_serving=False)
+        self.bound_port = self._server.sockets[0].getsockname()[1]
+        if self.advertised.port == 0:
+            self.advertised = Listener(self.advertised.name, self.advertised.host,
+                                       self.bound_port, self.advertised.security_protocol)
+        log.info("[%s] Kafka listener %s bound on port %d, advertised as %s", self._name,
+                 self.bind, self.bound_port, self.advertised)
+        return self.advertised
+
+    async def serve(self) -> None:
+        assert self._server is not None, "start() first"
+        try:
+            await self._server.serve_forever()
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._connections):
+            t.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+
+    # -- connections --------------------------------------------------------------------------
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        self.connections_accepted += 1
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else ""
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        try:
+            await Connection(self, reader, writer, host).run()
+        except asyncio.CancelledError:
+            raise
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except Exception:  # noqa: BLE001 - one connection's bug never stops the gateway
+            log.exception("[%s] Kafka connection from %s failed", self._name, host)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    def view(self, client_host: str) -> tr.ClusterView:
+        brokers = self._brokers(self.advertised.name)
+        if not any(b.node_id == self.gateway_id for b in brokers):
+            me = KafkaBroker(self.gateway_id, self.advertised.host, self.advertised.port)
+            brokers = tuple(sorted(brokers + (me,), key=lambda b: b.node_id))
+        return tr.ClusterView(brokers=brokers, gateway_id=self.gateway_id, client_host=client_host)
+
+    async def perform(self, call: tr.Call, kreq: kp.KafkaRequest, host: str) -> tr.Outcome:
+        handler = self._handlers.get(call.api)
+        if handler is None:
+            return tr.Outcome(error_code=UNKNOWN_SERVER_ERROR,
+                              error_message=f"{header_pb2.ApiKey.Name(call.api)} is not served")
+        header = header_pb2.RequestHeader(api=call.api, api_version=0,
+                                          correlation_id=kreq.correlation_id & 0xFFFFFFFF,
+                                          client_id=kreq.client_id)
+        req = Request(header=header, api=call.api, body=call.body, payloads=list(call.payloads),
+                      principal=ANONYMOUS, host=host)
+        try:
+            reply = await handler(req)
+        except errors.KafkaError as e:
+            return tr.Outcome(error_code=e.code, error_message=e.message or e.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - answered UNKNOWN_SERVER_ERROR, logged
+            self.handler_failures += 1
+            log.exception("[%s] %s handler failed for Kafka %s (client %s)", self._name,
+                          header_pb2.ApiKey.Name(call.api), kreq.name, kreq.client_id)
+            return tr.Outcome(error_code=UNKNOWN_SERVER_ERROR,
+                              error_message=f"{type(e).__name__} in the gateway")
+        if reply is None:
+            return tr.Outcome()
+        return tr.Outcome(body=reply.body, payloads=reply.payloads)
+
+
+class Connection:
+    def __init__(self, listener: KafkaListener, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter, host: str):
+        self.l = listener
+        self.reader = reader
+        self.writer = writer
+        self.host = host
+        # answers in request order: each item awaits to the response bytes (or None)
+        self.pending: asyncio.Queue = asyncio.Queue(maxsize=listener._max_in_flight)
+        self.background: set[asyncio.Task] = set()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        writer_task = loop.create_task(self._write_loop())
+        reader_task = loop.create_task(self._read_loop())
+        try:
+            done, _ = await asyncio.wait({reader_task, writer_task},
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if reader_task in done and reader_task.exception() is None:
+                await self.pending.put(None)         # write what is due, then close
+                await writer_task
+        finally:
+            reader_task.cancel()
+            writer_task.cancel()
+            for t in list(self.background):
+                t.cancel()
+            await asyncio.gather(reader_task, writer_task, *self.background,
+                                 return_exceptions=True)
+
+    async def _read_loop(self) -> None:
+        l = self.l
+        while True:
+            try:
+                prefix = await asyncio.wait_for(self.reader.readexactly(4), l._idle_s)
+            except TimeoutError:
+                if not self.background:
+                    l.closed_idle += 1
+                    log.debug("closing idle Kafka connection from %s", self.host)
+                    return
+                continue
+            except asyncio.IncompleteReadError:
+                return                                   # the client closed
+            size = kp.frame_size(prefix)
+            if size < 0 or size > l._max_bytes:
+                l.closed_oversize += 1
+                log.info("closing the Kafka connection from %s: a request of %d bytes "
+                         "(socket.request.max.bytes=%d)", self.host, size, l._max_bytes)
+                return
+            frame = await self.reader.readexactly(size)
+            l.requests += 1
+            try:
+                kreq = kp.decode_request(frame)
+            except kp.BadRequest as e:
+                l.closed_bad_request += 1
+                log.info("closing the Kafka connection from %s: %s", self.host, e)
+                return
+            expects = not (kreq.api_key == kp.PRODUCE and kreq.body.acks == 0)
+            task = asyncio.get_running_loop().create_task(self._handle(kreq))
+            self.background.add(task)                # cancelled with the connection
+            task.add_done_callback(self.background.discard)
+            if expects:
+                await self.pending.put(task)
+
+    async def _write_loop(self) -> None:
+        w = self.writer
+        while True:
+            item = await self.pending.get()
+            if item is None:
+                await w.drain()
+                return
+            data = await item
+            if data is None:
+                return                                   # no answer could be built: close
+            w.write(data)
+            if w.transport.get_write_buffer_size() > WRITE_HIGH_WATER or self.pending.empty():
+                await w.drain()
+
+    async def _handle(self, kreq: kp.KafkaRequest) -> bytes | None:
+        l = self.l
+        view = l.view(self.host)
+        try:
+            step = tr.plan(kreq, view)
+            while isinstance(step, tr.Plan):
+                if len(step.calls) == 1:      # sent before this task first waits (see above)
+                    outcomes = [await l.perform(step.calls[0], kreq, self.host)]
+                else:
+                    outcomes = list(await asyncio.gather(
+                        *(l.perform(c, kreq, self.host) for c in step.calls)))
+                step = step.finish(outcomes)
+            if step.response is None:
+                return None
+            return kp.encode_response(kreq.correlation_id, step.response)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a translation bug: answer it as a server error
+            l.handler_failures += 1
+            log.exception("translating Kafka %s v%d from %s failed", kreq.name, kreq.api_version,
+                          self.host)
+            try:
+                return kp.encode_response(kreq.correlation_id, tr.error_response(
+                    kreq, view, UNKNOWN_SERVER_ERROR, "the gateway failed"))
+            except Exception:  # noqa: BLE001
+                log.exception("no error answer either: closing the connection")
+                return None

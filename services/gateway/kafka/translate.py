@@ -1,0 +1,1028 @@
+"""Kafka requests -> the Riverbed requests the gateway already serves, and their answers back
+(pure: no sockets, no clock, no asyncio).
+
+    step = plan(request, view)            # Plan(calls, finish) or Done(response)
+    while isinstance(step, Plan):
+        outcomes = [perform(call) for call in step.calls]     # the shell: the SDK handlers
+        step = step.finish(outcomes)
+    response = step.response               # a kio entity, or None (acks=0 produce)
+
+A call is a Riverbed request (its ApiKey, protobuf body and payload frames) handed to the same
+handler an SDK client's request reaches (routing to leaders and coordinators, ACLs, quotas); its
+outcome is the handler's answer or the error it raised. Kafka's error numbers are Riverbed's, so
+codes pass unchanged both ways.
+
+Record batches are never decoded: a Produce partition's `records` bytes become that partition's
+payload frame, and a Fetch answer's payload frames become the `records` of its partitions.
+
+Bad input changes nothing and is never forwarded: per-partition problems get their Kafka error
+here (CORRUPT_MESSAGE for a partition without a record batch, INVALID_REPLICA_ASSIGNMENT for
+replica ids, UNKNOWN_TOPIC_ID for topics named by id); the SDK handlers validate the rest as for
+SDK clients (topic names, partitions, acks...).
+
+What is not Riverbed's model, and what a Kafka client sees (docs/kafka-protocol.md):
+- transactions: InitProducerId / Produce with a transactional id and FindCoordinator for a
+  transaction coordinator answer INVALID_REQUEST;
+- the group coordinator computes assignments (proto/riverbed/v1/group.proto): the leader's
+  SyncGroup assignments are ignored and every member gets the coordinator's; only the
+  "consumer" protocol type with range / roundrobin / sticky is served;
+- static membership (group.instance.id) is accepted but not kept: a member that restarts joins
+  as a new member;
+- topic ids: every topic id is zero; requests naming topics by id get UNKNOWN_TOPIC_ID.
+"""
+from __future__ import annotations
+
+import datetime
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.consumer_protocol_assignment.v0 import data as assignment_v0
+from kio.schema.consumer_protocol_subscription.v0 import data as subscription_v0
+from kio.schema.consumer_protocol_subscription.v1 import data as subscription_v1
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+from riverbed._proto.v1 import (
+    controller_pb2,
+    fetch_pb2,
+    group_pb2,
+    header_pb2,
+    list_offsets_pb2,
+    metadata_pb2,
+    offset_pb2,
+    produce_pb2,
+    producer_id_pb2,
+)
+from services.gateway.kafka import brokers as bk
+from services.gateway.kafka import protocol as kp
+from services.gateway.kafka.brokers import KafkaBroker
+
+R = header_pb2.ApiKey                      # Riverbed's API numbers
+NONE = 0
+INT32_MIN = -(2 ** 31)
+UINT32_MAX = 2 ** 32 - 1
+ZERO_MS = datetime.timedelta(0)
+RECORD_BATCH_OVERHEAD = 61                 # the smallest v2 record batch (its header)
+TOPIC_TYPE, BROKER_TYPE = 2, 4             # DescribeConfigs resource types
+CONFIG_SOURCE_DYNAMIC_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
+COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator.value,
+                                ErrorCode.coordinator_not_available.value,
+                                ErrorCode.coordinator_load_in_progress.value,
+                                ErrorCode.group_authorization_failed.value,
+                                ErrorCode.invalid_group_id.value})
+
+
+# ---------------------------------------------------------------------------------------------
+# what the shell hands in and gets back
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What the core needs to know of the world: the brokers this client sees (the live
+    gateways advertising its listener), this gateway's id and the client's address."""
+    brokers: tuple[KafkaBroker, ...]
+    gateway_id: int
+    client_host: str = ""
+
+    @property
+    def broker_ids(self) -> tuple[int, ...]:
+        return tuple(b.node_id for b in self.brokers)
+
+    def broker(self, node_id: int) -> KafkaBroker | None:
+        for b in self.brokers:
+            if b.node_id == node_id:
+                return b
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    api: int                               # Riverbed ApiKey
+    body: Any                              # its protobuf request
+    payloads: tuple = ()                   # record-batch frames (PRODUCE)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    body: Any = None                       # the handler's response body
+    payloads: Sequence[Any] = ()
+    error_code: int = NONE                 # a whole-request failure (the handler raised it)
+    error_message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == NONE and self.body is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    response: Any                          # kio response entity; None: send nothing
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    calls: tuple[Call, ...]
+    finish: Callable[[list[Outcome]], "Plan | Done"]
+
+
+Step = Plan | Done
+
+
+# ---------------------------------------------------------------------------------------------
+# building kio entities of any version
+
+def _module(api_key: int, version: int):
+    return sys.modules[load_response_schema(api_key, version).__module__]
+
+
+def _mk(cls: type, **kw: Any) -> Any:
+    """An entity of `cls` from the keyword arguments it has (versions differ in fields)."""
+    names = cls.__dataclass_fields__
+    return cls(**{k: v for k, v in kw.items() if k in names})
+
+
+class _Resp:
+    """Builds one API version's response entities by class name."""
+
+    def __init__(self, api_key: int, version: int):
+        self.mod = _module(api_key, version)
+        self.top = load_response_schema(api_key, version)
+
+    def has(self, cls_name: str) -> bool:
+        return hasattr(self.mod, cls_name)
+
+    def __call__(self, cls_name: str, **kw: Any) -> Any:
+        return _mk(getattr(self.mod, cls_name), **kw)
+
+    def response(self, **kw: Any) -> Any:
+        return _mk(self.top, **kw)
+
+    def fields(self, cls_name: str | None = None) -> frozenset[str]:
+        cls = self.top if cls_name is None else getattr(self.mod, cls_name)
+        return frozenset(f.name for f in fields(cls))
+
+
+def ec(code: int) -> ErrorCode:
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.unknown_server_error
+
+
+def ms(value: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=max(0, int(value)))
+
+
+def to_ms(td: datetime.timedelta | None, default: int = 0) -> int:
+    if td is None:
+        return default
+    return int(td.total_seconds() * 1000)
+
+
+def _u32(value: int) -> int:
+    return max(0, min(UINT32_MAX, int(value)))
+
+
+def _throttle(o: Outcome) -> datetime.timedelta:
+    return ms(getattr(o.body, "throttle_time_ms", 0) if o.body is not None else 0)
+
+
+def _payload_bytes(frame: Any) -> bytes:
+    buf = getattr(frame, "buffer", frame)   # zmq.Frame -> memoryview
+    return buf if isinstance(buf, bytes) else bytes(buf)
+
+
+def _one(call: Call, finish: Callable[[Outcome], Step]) -> Plan:
+    return Plan((call,), lambda outs: finish(outs[0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# entry point
+
+def plan(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    """The first step for a decoded request (protocol.decode_request)."""
+    handler = _HANDLERS[req.api_key]
+    return handler(req, view)
+
+
+def error_response(req: kp.KafkaRequest, view: ClusterView, code: int, message: str) -> Any:
+    """The response to `req` failing as a whole with `code` (a handler's error, a timeout)."""
+    step = _HANDLERS[req.api_key](req, view)
+    while isinstance(step, Plan):
+        step = step.finish([Outcome(error_code=code, error_message=message)
+                            for _ in step.calls])
+    return step.response
+
+
+# ---------------------------------------------------------------------------------------------
+# ApiVersions
+
+def api_versions(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    if not kp.is_served(req.api_key, req.api_version):
+        # KIP-511: an ApiVersions version we do not know gets a v0 answer with
+        # UNSUPPORTED_VERSION and our ApiVersions range, so the client retries with one.
+        r = _Resp(kp.API_VERSIONS, 0)
+        lo, hi = kp.SERVED[kp.API_VERSIONS]
+        return Done(r.response(error_code=ErrorCode.unsupported_version, api_keys=(
+            r("ApiVersion", api_key=kp.API_VERSIONS, min_version=lo, max_version=hi),)))
+    r = _Resp(kp.API_VERSIONS, req.api_version)
+    keys = tuple(r("ApiVersion", api_key=k, min_version=kp.ADVERTISED_MIN.get(k, lo),
+                   max_version=hi) for k, (lo, hi) in sorted(kp.SERVED.items()))
+    return Done(r.response(error_code=ErrorCode.none, api_keys=keys, throttle_time=ZERO_MS))
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata, DescribeCluster
+
+def metadata(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.METADATA, v)
+    by_id: list[Any] = []
+    names: list[str] | None
+    if b.topics is None or (v == 0 and not b.topics):
+        names = None                                     # every topic
+    else:
+        names = []
+        for t in b.topics:
+            if getattr(t, "name", None) is None:
+                by_id.append(t.topic_id)
+            elif t.name not in names:
+                names.append(t.name)
+    auto_create = getattr(b, "allow_auto_topic_creation", True)
+    if names == []:
+        # Only brokers (and the topics named by id): the cluster id is all we ask for.
+        call = Call(R.DESCRIBE_CLUSTER, metadata_pb2.DescribeClusterRequest())
+    else:
+        call = Call(R.METADATA, metadata_pb2.MetadataRequest(
+            topics=names or [], allow_auto_topic_creation=bool(auto_create)))
+
+    def finish(o: Outcome) -> Step:
+        ids = view.broker_ids
+        brokers = tuple(r("MetadataResponseBroker", node_id=x.node_id, host=x.host, port=x.port,
+                          rack=x.rack) for x in view.brokers)
+        topics = []
+        cluster_id = None
+        if o.ok:
+            cluster_id = o.body.cluster_id or None
+            if names != []:
+                for t in o.body.topics:
+                    topics.append(_metadata_topic(r, t, ids))
+        else:
+            for n in names or []:
+                topics.append(r("MetadataResponseTopic", error_code=ec(o.error_code), name=n,
+                                topic_id=None, is_internal=False, partitions=()))
+        for tid in by_id:
+            topics.append(r("MetadataResponseTopic", error_code=ErrorCode.unknown_topic_id,
+                            name=None, topic_id=tid, is_internal=False, partitions=()))
+        return Done(r.response(throttle_time=_throttle(o), brokers=brokers, cluster_id=cluster_id,
+                               controller_id=bk.controller(ids), topics=tuple(topics),
+                               cluster_authorized_operations=INT32_MIN))
+    return _one(call, finish)
+
+
+def _metadata_topic(r: _Resp, t: metadata_pb2.TopicMetadata, ids: Sequence[int]) -> Any:
+    parts = []
+    for p in sorted(t.partitions, key=lambda p: p.partition):
+        leader, replicas = bk.placement(t.name, p.partition, ids, len(p.replicas) or 1)
+        code = p.error_code
+        if p.leader < 0 or not ids:
+            leader = -1
+            code = code or ErrorCode.leader_not_available.value
+        isr = replicas[:max(1, min(len(p.isr), len(replicas)))] if replicas else ()
+        parts.append(r("MetadataResponsePartition", error_code=ec(code),
+                       partition_index=p.partition, leader_id=leader,
+                       leader_epoch=p.leader_epoch, replica_nodes=replicas, isr_nodes=isr,
+                       offline_replicas=()))
+    return r("MetadataResponseTopic", error_code=ec(t.error_code), name=t.name, topic_id=None,
+             is_internal=t.is_internal, partitions=tuple(parts),
+             topic_authorized_operations=INT32_MIN)
+
+
+def describe_cluster(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    r = _Resp(kp.DESCRIBE_CLUSTER, req.api_version)
+    endpoint_type = getattr(req.body, "endpoint_type", 1)
+
+    def finish(o: Outcome) -> Step:
+        ids = view.broker_ids
+        if endpoint_type != 1:
+            code, msg = ErrorCode.unsupported_endpoint_type, "only brokers (the gateways) are described"
+        elif not o.ok:
+            code, msg = ec(o.error_code), o.error_message or None
+        else:
+            code, msg = ec(o.body.error_code), o.body.error_message or None
+        return Done(r.response(
+            throttle_time=_throttle(o), error_code=code, error_message=msg,
+            endpoint_type=endpoint_type, cluster_id=(o.body.cluster_id if o.ok else ""),
+            controller_id=bk.controller(ids), cluster_authorized_operations=INT32_MIN,
+            brokers=tuple(r("DescribeClusterBroker", broker_id=x.node_id, host=x.host,
+                            port=x.port, rack=x.rack) for x in view.brokers)))
+    return _one(Call(R.DESCRIBE_CLUSTER, metadata_pb2.DescribeClusterRequest()), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# Produce
+
+def produce(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.PRODUCE, v)
+    # Per flattened partition: None (forwarded) or (code, message) answered here.
+    local: list[tuple[int, str] | None] = []
+    layout: list[tuple[str, list[int]]] = []
+    body = produce_pb2.ProduceRequest(acks=b.acks, timeout_ms=_u32(to_ms(b.timeout)))
+    payloads: list[bytes] = []
+    for t in b.topic_data:
+        layout.append((t.name, [p.index for p in t.partition_data]))
+        out_topic = None
+        for p in t.partition_data:
+            err = None
+            if b.transactional_id is not None:
+                err = (ErrorCode.invalid_request.value,
+                       "transactions are not served by Riverbed yet")
+            elif p.records is None or len(p.records) < RECORD_BATCH_OVERHEAD:
+                err = (ErrorCode.corrupt_message.value,
+                       f"partition {p.index} carries no whole record batch")
+            local.append(err)
+            if err is None:
+                if out_topic is None or out_topic.name != t.name:
+                    out_topic = body.topics.add(name=t.name)
+                out_topic.partitions.add(partition=p.index)
+                payloads.append(p.records)
+
+    def finish(outs: list[Outcome]) -> Step:
+        if b.acks == 0:
+            return Done(None)
+        o = outs[0] if outs else Outcome()
+        answers = _flat(o.body) if o.ok else []
+        it = iter(answers)
+        topics = []
+        flat = 0
+        for name, parts in layout:
+            prs = []
+            for index in parts:
+                err = local[flat]
+                flat += 1
+                if err is None and not o.ok:
+                    err = (o.error_code, o.error_message)
+                if err is None:
+                    a = next(it, None)
+                    if a is None:
+                        err = (ErrorCode.unknown_server_error.value, "no answer for partition")
+                if err is not None:
+                    prs.append(r("PartitionProduceResponse", index=index, error_code=ec(err[0]),
+                                 base_offset=-1, log_append_time=None, log_start_offset=-1,
+                                 record_errors=(), error_message=err[1] or None))
+                    continue
+                append_time = None
+                if a.log_append_time_ms >= 0:
+                    append_time = datetime.datetime.fromtimestamp(a.log_append_time_ms / 1000,
+                                                                  datetime.timezone.utc)
+                prs.append(r("PartitionProduceResponse", index=index, error_code=ec(a.error_code),
+                             base_offset=a.base_offset if a.error_code == NONE else -1,
+                             log_append_time=append_time, log_start_offset=a.log_start_offset,
+                             record_errors=(), error_message=a.error_message or None))
+            topics.append(r("TopicProduceResponse", name=name, partition_responses=tuple(prs)))
+        return Done(r.response(responses=tuple(topics), throttle_time=_throttle(o)))
+
+    if not payloads:
+        return finish([])
+    return Plan((Call(R.PRODUCE, body, tuple(payloads)),), finish)
+
+
+def _flat(body: Any) -> list[Any]:
+    return [p for t in body.topics for p in t.partitions]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetch
+
+def fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.FETCH, v)
+    session_epoch = getattr(b, "session_epoch", -1)
+    session_id = getattr(b, "session_id", 0)
+    if session_epoch > 0:
+        # KIP-227: we never create a session (every answer says session_id 0), so an
+        # incremental fetch names one we do not have; the client falls back to a full fetch.
+        code = (ErrorCode.fetch_session_id_not_found if session_id
+                else ErrorCode.invalid_fetch_session_epoch)
+        return Done(r.response(throttle_time=ZERO_MS, error_code=code, session_id=0,
+                               responses=()))
+    body = fetch_pb2.FetchRequest(
+        replica_id=b.replica_id, max_wait_ms=_u32(to_ms(b.max_wait)), min_bytes=_u32(b.min_bytes),
+        max_bytes=_u32(getattr(b, "max_bytes", 0)), isolation_level=getattr(b, "isolation_level", 0),
+        session_epoch=-1)
+    layout: list[tuple[str, list[int]]] = []
+    for t in b.topics:
+        ft = body.topics.add(name=t.topic)
+        layout.append((t.topic, [p.partition for p in t.partitions]))
+        for p in t.partitions:
+            ft.partitions.add(partition=p.partition, fetch_offset=p.fetch_offset,
+                              partition_max_bytes=_u32(p.partition_max_bytes),
+                              current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                              log_start_offset=-1, last_fetched_epoch=-1)
+
+    def finish(o: Outcome) -> Step:
+        top = ErrorCode.none
+        answers: list[Any] = []
+        frames: Sequence[Any] = ()
+        if o.ok:
+            answers, frames = _flat(o.body), o.payloads
+            if o.body.error_code != NONE:
+                top = ec(o.body.error_code)
+        topics = []
+        i = 0
+        for name, parts in layout:
+            pds = []
+            for index in parts:
+                a = answers[i] if i < len(answers) else None
+                records = _payload_bytes(frames[i]) if a is not None and i < len(frames) else b""
+                i += 1
+                if a is None:
+                    code = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
+                    pds.append(r("PartitionData", partition_index=index, error_code=ec(code),
+                                 high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                 aborted_transactions=None, preferred_read_replica=-1,
+                                 records=b""))
+                    continue
+                lso = a.last_stable_offset if a.last_stable_offset >= 0 else a.high_watermark
+                pds.append(r("PartitionData", partition_index=index, error_code=ec(a.error_code),
+                             high_watermark=a.high_watermark, last_stable_offset=lso,
+                             log_start_offset=a.log_start_offset,
+                             aborted_transactions=() if a.error_code == NONE else None,
+                             preferred_read_replica=-1, records=records))
+            topics.append(r("FetchableTopicResponse", topic=name, partitions=tuple(pds)))
+        return Done(r.response(throttle_time=_throttle(o), error_code=top, session_id=0,
+                               responses=tuple(topics) if top == ErrorCode.none else ()))
+    return _one(Call(R.FETCH, body), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# ListOffsets
+
+def list_offsets(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.LIST_OFFSETS, v)
+    body = list_offsets_pb2.ListOffsetsRequest(replica_id=b.replica_id)
+    layout: list[tuple[str, list[int]]] = []
+    for t in b.topics:
+        lt = body.topics.add(name=t.name)
+        layout.append((t.name, [p.partition_index for p in t.partitions]))
+        for p in t.partitions:
+            lt.partitions.add(partition=p.partition_index, timestamp=p.timestamp,
+                              current_leader_epoch=getattr(p, "current_leader_epoch", -1))
+
+    def finish(o: Outcome) -> Step:
+        answers = _flat(o.body) if o.ok else []
+        topics, i = [], 0
+        for name, parts in layout:
+            prs = []
+            for index in parts:
+                a = answers[i] if i < len(answers) else None
+                i += 1
+                if a is None:
+                    code = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
+                    prs.append(r("ListOffsetsPartitionResponse", partition_index=index,
+                                 error_code=ec(code), timestamp=-1, offset=-1, leader_epoch=-1))
+                else:
+                    prs.append(r("ListOffsetsPartitionResponse", partition_index=index,
+                                 error_code=ec(a.error_code), timestamp=a.timestamp,
+                                 offset=a.offset, leader_epoch=a.leader_epoch))
+            topics.append(r("ListOffsetsTopicResponse", name=name, partitions=tuple(prs)))
+        return Done(r.response(throttle_time=_throttle(o), topics=tuple(topics)))
+    return _one(Call(R.LIST_OFFSETS, body), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# InitProducerId
+
+def init_producer_id(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.INIT_PRODUCER_ID, req.api_version)
+
+    def answer(code: int, pid: int = -1, epoch: int = -1, throttle=ZERO_MS) -> Done:
+        return Done(r.response(throttle_time=throttle, error_code=ec(code), producer_id=pid,
+                               producer_epoch=epoch))
+    if b.transactional_id is not None:
+        return answer(ErrorCode.invalid_request.value)   # transactions: not served yet
+    body = producer_id_pb2.InitProducerIdRequest(
+        producer_id=getattr(b, "producer_id", -1), producer_epoch=getattr(b, "producer_epoch", -1))
+
+    def finish(o: Outcome) -> Step:
+        if not o.ok:
+            return answer(o.error_code)
+        x = o.body
+        if x.error_code != NONE:
+            return answer(x.error_code, throttle=_throttle(o))
+        return answer(NONE, x.producer_id, x.producer_epoch, _throttle(o))
+    return _one(Call(R.INIT_PRODUCER_ID, body), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# FindCoordinator
+
+def find_coordinator(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.FIND_COORDINATOR, v)
+    key_type = getattr(b, "key_type", 0)
+    keys = list(b.coordinator_keys) if v >= 4 else [b.key]
+
+    def entry(o: Outcome | None) -> tuple[int, str | None, int, str, int]:
+        """(code, message, node id, host, port) for one key's outcome."""
+        if o is None:
+            return (ErrorCode.invalid_request.value,
+                    "transaction coordinators are not served by Riverbed yet", -1, "", -1)
+        if not o.ok:
+            return o.error_code, o.error_message or None, -1, "", -1
+        x = o.body
+        if x.error_code != NONE:
+            return x.error_code, x.error_message or None, -1, "", -1
+        node = view.broker(bk.coordinator(x.shard, view.broker_ids))
+        if node is None:
+            return (ErrorCode.coordinator_not_available.value, "no gateway advertises this "
+                    "listener", -1, "", -1)
+        return NONE, None, node.node_id, node.host, node.port
+
+    calls = () if key_type != 0 else tuple(
+        Call(R.FIND_COORDINATOR, group_pb2.FindCoordinatorRequest(key=k, key_type=group_pb2.GROUP))
+        for k in keys)
+
+    def finish(outs: list[Outcome]) -> Step:
+        results = [entry(outs[i] if calls else None) for i in range(len(keys))]
+        throttle = max((_throttle(o) for o in outs), default=ZERO_MS)
+        if v >= 4:
+            return Done(r.response(throttle_time=throttle, coordinators=tuple(
+                r("Coordinator", key=k, node_id=n, host=h, port=p, error_code=ec(c),
+                  error_message=m) for k, (c, m, n, h, p) in zip(keys, results))))
+        c, m, n, h, p = results[0]
+        return Done(r.response(throttle_time=throttle, error_code=ec(c), error_message=m,
+                               node_id=n, host=h, port=p))
+    if not calls:
+        return finish([])
+    return Plan(calls, finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# the consumer protocol's embedded bytes (JoinGroup metadata, SyncGroup assignments)
+
+_SUBSCRIPTION_MODULES = {}
+
+
+def _subscription_schema(version: int):
+    version = max(0, min(version, 3))     # Kafka reads newer versions as its newest
+    if version not in _SUBSCRIPTION_MODULES:
+        mod = __import__(f"kio.schema.consumer_protocol_subscription.v{version}.data",
+                         fromlist=["ConsumerProtocolSubscription"])
+        _SUBSCRIPTION_MODULES[version] = mod
+    return _SUBSCRIPTION_MODULES[version]
+
+
+def decode_subscription(data: bytes) -> group_pb2.ConsumerSubscription | None:
+    """ConsumerProtocolSubscription bytes (int16 version + body) -> Riverbed's; None when
+    unreadable."""
+    if data is None or len(data) < 2:
+        return None
+    version = int.from_bytes(data[:2], "big", signed=True)
+    if version < 0:
+        return None
+    mod = _subscription_schema(version)
+    try:
+        sub, _ = entity_reader(mod.ConsumerProtocolSubscription)(data, 2)
+    except Exception:  # noqa: BLE001 - malformed metadata: the protocol is skipped
+        return None
+    out = group_pb2.ConsumerSubscription(topics=list(sub.topics), user_data=sub.user_data or b"")
+    for tp in getattr(sub, "owned_partitions", ()):
+        out.owned_partitions.add(topic=tp.topic, partitions=list(tp.partitions))
+    return out
+
+
+def encode_subscription(sub: group_pb2.ConsumerSubscription) -> bytes:
+    import io
+    buf = io.BytesIO()
+    if sub.owned_partitions:
+        buf.write((1).to_bytes(2, "big"))
+        entity_writer(subscription_v1.ConsumerProtocolSubscription)(
+            buf, subscription_v1.ConsumerProtocolSubscription(
+                topics=tuple(sub.topics), user_data=sub.user_data or None,
+                owned_partitions=tuple(subscription_v1.TopicPartition(
+                    topic=tp.topic, partitions=tuple(tp.partitions))
+                    for tp in sub.owned_partitions)))
+    else:
+        buf.write((0).to_bytes(2, "big"))
+        entity_writer(subscription_v0.ConsumerProtocolSubscription)(
+            buf, subscription_v0.ConsumerProtocolSubscription(
+                topics=tuple(sub.topics), user_data=sub.user_data or None))
+    return buf.getvalue()
+
+
+def encode_assignment(a: group_pb2.ConsumerAssignment) -> bytes:
+    import io
+    buf = io.BytesIO()
+    buf.write((0).to_bytes(2, "big"))
+    entity_writer(assignment_v0.ConsumerProtocolAssignment)(
+        buf, assignment_v0.ConsumerProtocolAssignment(
+            assigned_partitions=tuple(assignment_v0.TopicPartition(
+                topic=tp.topic, partitions=tuple(tp.partitions)) for tp in a.partitions),
+            user_data=a.user_data or None))
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# groups
+
+def join_group(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.JOIN_GROUP, v)
+    session_ms = to_ms(b.session_timeout)
+    rebalance_ms = to_ms(getattr(b, "rebalance_timeout", None), session_ms)
+    body = group_pb2.JoinGroupRequest(
+        group_id=b.group_id, session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms if rebalance_ms > 0 else session_ms,
+        member_id=b.member_id, protocol_type=b.protocol_type,
+        client_host=f"/{view.client_host}" if view.client_host else "")
+    consumer = b.protocol_type == "consumer"
+    for p in b.protocols:
+        sub = decode_subscription(p.metadata) if consumer else group_pb2.ConsumerSubscription()
+        if sub is not None:
+            body.protocols.add(name=p.name, subscription=sub)
+
+    def finish(o: Outcome) -> Step:
+        if not o.ok:
+            x = group_pb2.JoinGroupResponse(error_code=o.error_code, generation_id=-1,
+                                            member_id=b.member_id)
+        else:
+            x = o.body
+        ok = x.error_code == NONE
+        members = tuple(r("JoinGroupResponseMember", member_id=m.member_id,
+                          group_instance_id=None, metadata=encode_subscription(m.subscription))
+                        for m in x.members) if ok else ()
+        return Done(r.response(
+            throttle_time=_throttle(o), error_code=ec(x.error_code),
+            generation_id=x.generation_id if ok else -1,
+            protocol_type=(x.protocol_type or None) if ok else None,
+            protocol_name=x.protocol_name if ok else (None if v >= 7 else ""),
+            leader=x.leader if ok else "", skip_assignment=False,
+            member_id=x.member_id or b.member_id, members=members))
+    return _one(Call(R.JOIN_GROUP, body), finish)
+
+
+def sync_group(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.SYNC_GROUP, v)
+    body = group_pb2.SyncGroupRequest(group_id=b.group_id, generation_id=b.generation_id,
+                                      member_id=b.member_id)
+
+    def finish(o: Outcome) -> Step:
+        x = o.body if o.ok else group_pb2.SyncGroupResponse(error_code=o.error_code)
+        ok = x.error_code == NONE
+        return Done(r.response(
+            throttle_time=_throttle(o), error_code=ec(x.error_code),
+            protocol_type=(x.protocol_type or None) if ok else None,
+            protocol_name=(x.protocol_name or None) if ok else None,
+            assignment=encode_assignment(x.assignment) if ok else b""))
+    return _one(Call(R.SYNC_GROUP, body), finish)
+
+
+def heartbeat(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.HEARTBEAT, req.api_version)
+    body = group_pb2.HeartbeatRequest(group_id=b.group_id, generation_id=b.generation_id,
+                                      member_id=b.member_id)   # max_wait_ms 0: Kafka's at once
+
+    def finish(o: Outcome) -> Step:
+        code = o.body.error_code if o.ok else o.error_code
+        return Done(r.response(throttle_time=_throttle(o), error_code=ec(code)))
+    return _one(Call(R.HEARTBEAT, body), finish)
+
+
+def leave_group(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.LEAVE_GROUP, v)
+    members = ([(m.member_id, m.group_instance_id) for m in b.members] if v >= 3
+               else [(b.member_id, None)])
+    calls = tuple(Call(R.LEAVE_GROUP, group_pb2.LeaveGroupRequest(group_id=b.group_id,
+                                                                  member_id=m))
+                  for m, _ in members)
+
+    def finish(outs: list[Outcome]) -> Step:
+        codes = [(o.body.error_code if o.ok else o.error_code) for o in outs]
+        throttle = max((_throttle(o) for o in outs), default=ZERO_MS)
+        if v < 3:
+            return Done(r.response(throttle_time=throttle, error_code=ec(codes[0])))
+        top = NONE
+        if codes and len(set(codes)) == 1 and codes[0] in COORDINATOR_ERRORS:
+            top = codes[0]
+        return Done(r.response(throttle_time=throttle, error_code=ec(top), members=tuple(
+            r("MemberResponse", member_id=m, group_instance_id=gi, error_code=ec(c))
+            for (m, gi), c in zip(members, codes))))
+    if not calls:
+        return finish([])
+    return Plan(calls, finish)
+
+
+def describe_groups(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.DESCRIBE_GROUPS, req.api_version)
+    groups = list(b.groups)
+
+    def finish(o: Outcome) -> Step:
+        described = {g.group_id: g for g in o.body.groups} if o.ok else {}
+        out = []
+        for gid in groups:
+            g = described.get(gid)
+            if g is None:
+                out.append(r("DescribedGroup", error_code=ec(o.error_code if not o.ok else
+                                                             ErrorCode.unknown_server_error.value),
+                             group_id=gid, group_state="", protocol_type="", protocol_data="",
+                             members=(), authorized_operations=INT32_MIN))
+                continue
+            members = tuple(r("DescribedGroupMember", member_id=m.member_id,
+                              group_instance_id=None, client_id=m.client_id,
+                              client_host=m.client_host,
+                              member_metadata=encode_subscription(m.subscription),
+                              member_assignment=encode_assignment(m.assignment))
+                            for m in g.members)
+            out.append(r("DescribedGroup", error_code=ec(g.error_code), group_id=gid,
+                         group_state=g.group_state or ("Dead" if g.error_code else ""),
+                         protocol_type=g.protocol_type, protocol_data=g.protocol_data,
+                         members=members, authorized_operations=INT32_MIN))
+        return Done(r.response(throttle_time=_throttle(o), groups=tuple(out)))
+    if not groups:
+        return finish(Outcome(body=group_pb2.DescribeGroupsResponse()))
+    return _one(Call(R.DESCRIBE_GROUPS, group_pb2.DescribeGroupsRequest(groups=groups)), finish)
+
+
+def list_groups(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.LIST_GROUPS, req.api_version)
+    body = group_pb2.ListGroupsRequest(states_filter=list(getattr(b, "states_filter", ())))
+
+    def finish(o: Outcome) -> Step:
+        if not o.ok:
+            return Done(r.response(throttle_time=ZERO_MS, error_code=ec(o.error_code), groups=()))
+        return Done(r.response(throttle_time=_throttle(o), error_code=ec(o.body.error_code),
+                               groups=tuple(r("ListedGroup", group_id=g.group_id,
+                                              protocol_type=g.protocol_type,
+                                              group_state=g.group_state)
+                                            for g in o.body.groups)))
+    return _one(Call(R.LIST_GROUPS, body), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# offsets
+
+def offset_commit(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.OFFSET_COMMIT, v)
+    retention = getattr(b, "retention_time", None)
+    body = offset_pb2.OffsetCommitRequest(
+        group_id=b.group_id, generation_id=b.generation_id_or_member_epoch,
+        member_id=b.member_id, retention_time_ms=to_ms(retention, -1) if retention else -1)
+    layout = []
+    for t in b.topics:
+        ct = body.topics.add(name=t.name)
+        layout.append((t.name, [p.partition_index for p in t.partitions]))
+        for p in t.partitions:
+            ct.partitions.add(partition_index=p.partition_index, committed_offset=p.committed_offset,
+                              committed_leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                              committed_metadata=p.committed_metadata or "")
+
+    def finish(o: Outcome) -> Step:
+        top = o.error_code if not o.ok else o.body.error_code
+        answers = _flat(o.body) if o.ok else []
+        topics, i = [], 0
+        for name, parts in layout:
+            prs = []
+            for index in parts:
+                a = answers[i] if i < len(answers) else None
+                i += 1
+                code = top if top != NONE or a is None else a.error_code
+                if a is None and top == NONE:
+                    code = ErrorCode.unknown_server_error.value
+                prs.append(r("OffsetCommitResponsePartition", partition_index=index,
+                             error_code=ec(code)))
+            topics.append(r("OffsetCommitResponseTopic", name=name, partitions=tuple(prs)))
+        return Done(r.response(throttle_time=_throttle(o), topics=tuple(topics)))
+    return _one(Call(R.OFFSET_COMMIT, body), finish)
+
+
+def offset_fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.OFFSET_FETCH, v)
+    if v >= 8:
+        asks = [(g.group_id, g.topics) for g in b.groups]
+        part_cls, topic_cls = "OffsetFetchResponsePartitions", "OffsetFetchResponseTopics"
+    else:
+        asks = [(b.group_id, b.topics)]
+        part_cls, topic_cls = "OffsetFetchResponsePartition", "OffsetFetchResponseTopic"
+    calls = []
+    for gid, topics in asks:
+        body = offset_pb2.OffsetFetchRequest(group_id=gid)
+        for t in topics or ():
+            body.topics.add(name=t.name, partition_indexes=list(t.partition_indexes))
+        calls.append(Call(R.OFFSET_FETCH, body))
+
+    def group_topics(o: Outcome, topics) -> tuple[int, tuple]:
+        top = o.error_code if not o.ok else o.body.error_code
+        out = []
+        if o.ok and top == NONE:
+            for t in o.body.topics:
+                out.append(r(topic_cls, name=t.name, partitions=tuple(
+                    r(part_cls, partition_index=p.partition_index,
+                      committed_offset=p.committed_offset,
+                      committed_leader_epoch=p.committed_leader_epoch,
+                      metadata=p.metadata, error_code=ec(p.error_code)) for p in t.partitions)))
+        elif topics:
+            # the versions without a group-level code (v0, v1) carry it per partition
+            for t in topics:
+                out.append(r(topic_cls, name=t.name, partitions=tuple(
+                    r(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                      metadata="", error_code=ec(top)) for p in t.partition_indexes)))
+        return top, tuple(out)
+
+    def finish(outs: list[Outcome]) -> Step:
+        throttle = max((_throttle(o) for o in outs), default=ZERO_MS)
+        if v >= 8:
+            groups = []
+            for (gid, topics), o in zip(asks, outs):
+                top, ts = group_topics(o, topics)
+                groups.append(r("OffsetFetchResponseGroup", group_id=gid, topics=ts,
+                                error_code=ec(top)))
+            return Done(r.response(throttle_time=throttle, groups=tuple(groups)))
+        top, ts = group_topics(outs[0], asks[0][1])
+        return Done(r.response(throttle_time=throttle, topics=ts, error_code=ec(top)))
+    return Plan(tuple(calls), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# topics (admin)
+
+def create_topics(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.CREATE_TOPICS, v)
+    body = controller_pb2.CreateTopicsRequest(timeout_ms=_u32(to_ms(b.timeout)),
+                                              validate_only=bool(getattr(b, "validate_only", False)))
+    local: dict[str, tuple[int, str]] = {}
+    order = []
+    for t in b.topics:
+        order.append(t.name)
+        if t.assignments:
+            local[t.name] = (ErrorCode.invalid_replica_assignment.value,
+                             "replica assignments name storage nodes, which Kafka clients do "
+                             "not see: leave them out")
+            continue
+        ct = body.topics.add(name=t.name, num_partitions=t.num_partitions,
+                             replication_factor=t.replication_factor)
+        for c in t.configs:
+            if c.value is not None:
+                ct.configs[c.name] = c.value
+
+    def finish(outs: list[Outcome]) -> Step:
+        o = outs[0] if outs else Outcome(body=controller_pb2.CreateTopicsResponse())
+        theirs = {t.name: t for t in o.body.topics} if o.ok else {}
+        res = []
+        for name in order:
+            if name in local:
+                code, msg, n, rf = *local[name], -1, -1
+            elif name in theirs:
+                t = theirs[name]
+                code, msg = t.error_code, t.error_message
+                n, rf = (t.num_partitions, t.replication_factor) if code == NONE else (-1, -1)
+            else:
+                code, msg, n, rf = (o.error_code or ErrorCode.unknown_server_error.value,
+                                    o.error_message, -1, -1)
+            res.append(r("CreatableTopicResult", name=name, topic_id=None, error_code=ec(code),
+                         error_message=msg or None, num_partitions=n, replication_factor=rf,
+                         configs=None))
+        return Done(r.response(throttle_time=_throttle(o), topics=tuple(res)))
+    if not body.topics:
+        return finish([])
+    return Plan((Call(R.CREATE_TOPICS, body),), finish)
+
+
+def delete_topics(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.DELETE_TOPICS, v)
+    if v >= 6:
+        wanted = [(t.name, t.topic_id) for t in b.topics]
+    else:
+        wanted = [(n, None) for n in b.topic_names]
+    names = [n for n, _ in wanted if n is not None]
+    body = controller_pb2.DeleteTopicsRequest(names=names, timeout_ms=_u32(to_ms(b.timeout)))
+
+    def finish(outs: list[Outcome]) -> Step:
+        o = outs[0] if outs else Outcome(body=controller_pb2.DeleteTopicsResponse())
+        theirs = {t.name: t for t in o.body.topics} if o.ok else {}
+        res = []
+        for name, tid in wanted:
+            if name is None:
+                code, msg = ErrorCode.unknown_topic_id.value, "topics have no ids in Riverbed"
+            elif name in theirs:
+                code, msg = theirs[name].error_code, theirs[name].error_message
+            else:
+                code, msg = o.error_code or ErrorCode.unknown_server_error.value, o.error_message
+            res.append(r("DeletableTopicResult", name=name, topic_id=tid, error_code=ec(code),
+                         error_message=msg or None))
+        return Done(r.response(throttle_time=_throttle(o), responses=tuple(res)))
+    if not names:
+        return finish([])
+    return Plan((Call(R.DELETE_TOPICS, body),), finish)
+
+
+def create_partitions(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.CREATE_PARTITIONS, v)
+    body = controller_pb2.CreatePartitionsRequest(timeout_ms=_u32(to_ms(b.timeout)),
+                                                  validate_only=bool(b.validate_only))
+    local: dict[str, tuple[int, str]] = {}
+    order = []
+    for t in b.topics:
+        order.append(t.name)
+        if t.assignments:
+            local[t.name] = (ErrorCode.invalid_replica_assignment.value,
+                             "replica assignments name storage nodes, which Kafka clients do "
+                             "not see: leave them out")
+            continue
+        body.topics.add(name=t.name, count=t.count)
+
+    def finish(outs: list[Outcome]) -> Step:
+        o = outs[0] if outs else Outcome(body=controller_pb2.CreatePartitionsResponse())
+        theirs = {t.name: t for t in o.body.topics} if o.ok else {}
+        res = []
+        for name in order:
+            if name in local:
+                code, msg = local[name]
+            elif name in theirs:
+                code, msg = theirs[name].error_code, theirs[name].error_message
+            else:
+                code, msg = o.error_code or ErrorCode.unknown_server_error.value, o.error_message
+            res.append(r("CreatePartitionsTopicResult", name=name, error_code=ec(code),
+                         error_message=msg or None))
+        return Done(r.response(throttle_time=_throttle(o), results=tuple(res)))
+    if not body.topics:
+        return finish([])
+    return Plan((Call(R.CREATE_PARTITIONS, body),), finish)
+
+
+def describe_configs(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.DESCRIBE_CONFIGS, v)
+    resources = list(b.resources)
+    topics = [x.resource_name for x in resources if x.resource_type == TOPIC_TYPE]
+    body = controller_pb2.DescribeConfigsRequest(topics=topics, include_defaults=True)
+
+    def finish(outs: list[Outcome]) -> Step:
+        o = outs[0] if outs else Outcome(body=controller_pb2.DescribeConfigsResponse())
+        theirs = {x.topic: x for x in o.body.results} if o.ok else {}
+        res = []
+        for x in resources:
+            code, msg, entries = NONE, None, ()
+            if x.resource_type != TOPIC_TYPE:
+                code, msg = (ErrorCode.invalid_request.value,
+                             "only topic configs are served through the Kafka listener")
+            elif x.resource_name in theirs:
+                t = theirs[x.resource_name]
+                code, msg = t.error_code, t.error_message or None
+                keys = set(x.configuration_keys) if x.configuration_keys else None
+                entries = tuple(
+                    r("DescribeConfigsResourceResult", name=e.name, value=e.value,
+                      read_only=False, is_default=e.is_default,
+                      config_source=CONFIG_SOURCE_DEFAULT if e.is_default
+                      else CONFIG_SOURCE_DYNAMIC_TOPIC,
+                      is_sensitive=False, synonyms=(), config_type=0, documentation=None)
+                    for e in t.entries if keys is None or e.name in keys)
+            else:
+                code = o.error_code or ErrorCode.unknown_server_error.value
+                msg = o.error_message or None
+            res.append(r("DescribeConfigsResult", error_code=ec(code), error_message=msg,
+                         resource_type=x.resource_type, resource_name=x.resource_name,
+                         configs=entries))
+        return Done(r.response(throttle_time=_throttle(o), results=tuple(res)))
+    if not topics:
+        return finish([])
+    return Plan((Call(R.DESCRIBE_CONFIGS, body),), finish)
+
+
+_HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
+    kp.API_VERSIONS: api_versions,
+    kp.METADATA: metadata,
+    kp.DESCRIBE_CLUSTER: describe_cluster,
+    kp.PRODUCE: produce,
+    kp.FETCH: fetch,
+    kp.LIST_OFFSETS: list_offsets,
+    kp.INIT_PRODUCER_ID: init_producer_id,
+    kp.FIND_COORDINATOR: find_coordinator,
+    kp.JOIN_GROUP: join_group,
+    kp.SYNC_GROUP: sync_group,
+    kp.HEARTBEAT: heartbeat,
+    kp.LEAVE_GROUP: leave_group,
+    kp.DESCRIBE_GROUPS: describe_groups,
+    kp.LIST_GROUPS: list_groups,
+    kp.OFFSET_COMMIT: offset_commit,
+    kp.OFFSET_FETCH: offset_fetch,
+    kp.CREATE_TOPICS: create_topics,
+    kp.DELETE_TOPICS: delete_topics,
+    kp.CREATE_PARTITIONS: create_partitions,
+    kp.DESCRIBE_CONFIGS: describe_configs,
+}
