@@ -552,7 +552,13 @@ class Fleet:
         which `make run`, the tools and the tests use — gets every operation on every topic,
         group, transactional id and the cluster, written before any gateway starts. It is not
         a super user: ClusterAction stays with the services' keys. Other keys get what
-        `riverbed acls` gives them."""
+        `riverbed acls` gives them.
+
+        The gateways' PLAINTEXT Kafka listeners (bound to the fleet's host) authenticate no
+        one: their clients are User:ANONYMOUS. Where that host is a loopback address, as in
+        Kafka's quickstart, User:ANONYMOUS connecting from that address gets the same grants,
+        so kcat and other Kafka clients on this machine work; from elsewhere it gets
+        nothing."""
         if not self.security.curve:
             return
         from services.common import zk as zkmod
@@ -564,8 +570,13 @@ class Fleet:
                                auth=self.security.zk_auth())
         try:
             entry = AclEntry(f"User:{CLIENT_KEY_NAME}", WILDCARD, Operation.ALL, Permission.ALLOW)
+            entries = [entry]
+            if self.host.startswith("127.") and any(r.extra.get("kafka_listeners")
+                                                    for r in self._records.values()):
+                entries.append(AclEntry("User:ANONYMOUS", self.host, Operation.ALL,
+                                        Permission.ALLOW))
             for rtype, name in CLIENT_GRANTS:      # the Ansible roles grant the same
-                store.add_acls(client, ResourcePattern(ResourceType(rtype), name), [entry])
+                store.add_acls(client, ResourcePattern(ResourceType(rtype), name), entries)
         finally:
             zkmod.close(client)
 

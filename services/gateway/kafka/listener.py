@@ -215,7 +215,8 @@ class Connection:
                 kreq = kp.decode_request(frame)
             except kp.BadRequest as e:
                 l.closed_bad_request += 1
-                log.info("closing the Kafka connection from %s: %s", self.host, e)
+                log.info("closing the Kafka connection from %s: %s (first bytes: %s)",
+                         self.host, e, bytes(frame[:64]).hex())
                 return
             expects = not (kreq.api_key == kp.PRODUCE and kreq.body.acks == 0)
             task = asyncio.get_running_loop().create_task(self._handle(kreq))
