@@ -27,11 +27,12 @@ install: system venv
 system:
 	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null \
 	    || ! command -v prometheus >/dev/null || [ ! -x /usr/sbin/sshd ] \
-	    || ! command -v mkfs.xfs >/dev/null || ! command -v mkfs.ext4 >/dev/null; then \
-	  echo "installing zookeeper, a JRE, prometheus, openssh-server, xfsprogs, e2fsprogs from Debian's packages"; \
+	    || ! command -v mkfs.xfs >/dev/null || ! command -v mkfs.ext4 >/dev/null \
+	    || ! command -v kcat >/dev/null; then \
+	  echo "installing zookeeper, a JRE, prometheus, openssh-server, xfsprogs, e2fsprogs, kcat from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless \
-	    prometheus openssh-server openssh-client xfsprogs e2fsprogs >/dev/null; \
+	    prometheus openssh-server openssh-client xfsprogs e2fsprogs kcat >/dev/null; \
 	fi
 
 venv: $(STAMP)
