@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 ANONYMOUS = "User:ANONYMOUS"
 UNKNOWN_SERVER_ERROR = errors.ErrorCode.Value("UNKNOWN_SERVER_ERROR")
 WRITE_HIGH_WATER = 1 << 20        # bytes buffered for a connection before the writer drains
+BACKLOG = 128                     # connections waiting to be accepted (Kafka's accept queue is 50+)
 
 
 class KafkaListener:
@@ -76,10 +77,22 @@ class KafkaListener:
     async def start(self) -> Listener:
         """Bind (connections wait in the backlog until serve()); returns the advertised
         listener, with the bound port when it was 0."""
-        self._server = await asyncio.start_server(
-            self._accepted, host=self.bind.host or None, port=self.bind.port,
-            reuse_address=True, limit=64 * 1024, start_serving=False)
-        self.bound_port = self._server.sockets[0].getsockname()[1]
+        # Listening from here (connections wait in the kernel's backlog), accepted from serve():
+        # asyncio's start_serving=False alone would refuse them until then.
+        family = socket.AF_INET6 if ":" in self.bind.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.bind.host or ("::" if family == socket.AF_INET6 else "0.0.0.0"),
+                       self.bind.port))
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+            self._server = await asyncio.start_server(self._accepted, sock=sock,
+                                                      limit=64 * 1024, start_serving=False)
+        except BaseException:
+            sock.close()
+            raise
+        self.bound_port = sock.getsockname()[1]
         if self.advertised.port == 0:
             self.advertised = Listener(self.advertised.name, self.advertised.host,
                                        self.bound_port, self.advertised.security_protocol)
