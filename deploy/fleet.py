@@ -136,7 +136,10 @@ def _storage_config(ctx: ConfigContext) -> dict[str, str]:
 
 def _gateway_config(ctx: ConfigContext) -> dict[str, str]:
     return {"gateway.id": str(ctx.index), "host.name": ctx.host, "port": str(ctx.ports["port"]),
-            "listeners": f"PLAINTEXT://{ctx.host}:{ctx.ports['kafka.port']}",
+            # The Kafka listener (services/gateway/kafka): PLAINTEXT on the fleet's host in a
+            # local fleet; none where no kafka.port is planned (Ansible's hosts, for now).
+            "listeners": (f"PLAINTEXT://{ctx.host}:{ctx.ports['kafka.port']}"
+                          if "kafka.port" in ctx.ports else ""),
             **_metrics_keys(ctx), **_zk_keys(ctx)}
 
 

@@ -79,6 +79,7 @@ def test_configs_have_exactly_the_services_keys(tmp_path):
         "auto.create.topics.enable": "true", "delete.topic.enable": "true"}
     assert cfg["gateway-1"] == {
         "gateway.id": "1", "host.name": "127.0.0.1", "port": "20000", "metrics.port": "20200",
+        "listeners": "PLAINTEXT://127.0.0.1:20050",      # the Kafka listener: P + 49 + i
         "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000"}
     f.write_configs()
     assert load_properties(tmp_path / "storage-2" / "storage-2.properties") == \
