@@ -264,6 +264,46 @@ def test_aiokafka_producer_consumer_and_admin(bootstrap):
     asyncio.run(main())
 
 
+def kafka_call(bootstrap: str, body, version_of_response: tuple[int, int]):
+    """One request over a raw socket to the first gateway; the decoded response body."""
+    from tests.unit.gateway.test_kafka_protocol import decode_response, encode_request
+    host, port = bootstrap.split(",")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        frame = encode_request(body, 11)
+        s.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        corr, resp = decode_response(*version_of_response, struct.pack(">i", size)
+                                     + s.recv(size, socket.MSG_WAITALL))
+    assert corr == 11
+    return resp
+
+
+def test_offset_for_leader_epoch_answers_where_the_leaders_epoch_ends(bootstrap):
+    from confluent_kafka import Producer
+    from kio.schema.errors import ErrorCode
+    from kio.schema.offset_for_leader_epoch.v4 import request as m
+
+    topic = topic_name("epochs")
+    create_topic(bootstrap, topic, 1)
+    wait_for_leaders(bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(25):
+        p.produce(topic, value=b"%d" % i)
+    assert p.flush(60) == 0
+
+    def ask(leader_epoch, current_leader_epoch=-1):
+        resp = kafka_call(bootstrap, m.OffsetForLeaderEpochRequest(replica_id=-1, topics=(
+            m.OffsetForLeaderTopic(topic=topic, partitions=(m.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=current_leader_epoch,
+                leader_epoch=leader_epoch),)),)), (23, 4))
+        return resp.topics[0].partitions[0]
+
+    now = ask(0)                  # a new topic's first leader has epoch 0: it ends at the LEO
+    assert (now.error_code, now.leader_epoch, now.end_offset) == (ErrorCode.none, 0, 25)
+    assert ask(5).end_offset == 25                      # no newer epoch: the latest one's end
+    assert ask(0, current_leader_epoch=7).error_code == ErrorCode.unknown_leader_epoch
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 def _closed(sock: socket.socket) -> bool:

@@ -53,6 +53,8 @@ def _api(key: int, request_type: type[Message], response_type: type[Message],
 _api(ApiKey.PRODUCE, produce_pb2.ProduceRequest, produce_pb2.ProduceResponse)
 _api(ApiKey.FETCH, fetch_pb2.FetchRequest, fetch_pb2.FetchResponse)
 _api(ApiKey.LIST_OFFSETS, list_offsets_pb2.ListOffsetsRequest, list_offsets_pb2.ListOffsetsResponse)
+_api(ApiKey.OFFSET_FOR_LEADER_EPOCH, list_offsets_pb2.OffsetForLeaderEpochRequest,
+     list_offsets_pb2.OffsetForLeaderEpochResponse)
 _api(ApiKey.METADATA, metadata_pb2.MetadataRequest, metadata_pb2.MetadataResponse)
 _api(ApiKey.UPDATE_METADATA, metadata_pb2.UpdateMetadataRequest, metadata_pb2.UpdateMetadataResponse)
 _api(ApiKey.DESCRIBE_CLUSTER, metadata_pb2.DescribeClusterRequest, metadata_pb2.DescribeClusterResponse)

@@ -11,6 +11,7 @@ host bound to the current Authorizer.
 | PRODUCE | Write topic | TOPIC_AUTHORIZATION_FAILED per partition; the rest is written |
 | FETCH | Read topic | same, per partition |
 | LIST_OFFSETS | Describe topic | same |
+| OFFSET_FOR_LEADER_EPOCH | Describe topic | same |
 | METADATA | Describe topic; auto-creation: Create cluster or topic | unlisted (all topics) or TOPIC_AUTHORIZATION_FAILED (named); no auto-creation |
 | CREATE_TOPICS | Create cluster or Create topic | TOPIC_AUTHORIZATION_FAILED per topic |
 | DELETE_TOPICS / CREATE_PARTITIONS | Delete / Alter topic | per topic |
@@ -54,7 +55,8 @@ CLUSTER_DENIED = E.CLUSTER_AUTHORIZATION_FAILED
 May = Callable[[Operation, ResourceType, str], bool]
 MayAny = Callable[[Operation, ResourceType], bool]
 
-ROUTED_TOPIC_OPS = {ApiKey.PRODUCE: O.WRITE, ApiKey.FETCH: O.READ, ApiKey.LIST_OFFSETS: O.DESCRIBE}
+ROUTED_TOPIC_OPS = {ApiKey.PRODUCE: O.WRITE, ApiKey.FETCH: O.READ, ApiKey.LIST_OFFSETS: O.DESCRIBE,
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH: O.DESCRIBE}
 # admin api -> (operation on each topic, the request's repeated field, is it a list of names)
 ADMIN_TOPIC_OPS = {
     ApiKey.CREATE_TOPICS: (O.CREATE, "topics", False),

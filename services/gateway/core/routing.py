@@ -1,4 +1,5 @@
-"""Splitting PRODUCE / FETCH / LIST_OFFSETS by partition leader, and merging the answers back.
+"""Splitting PRODUCE / FETCH / LIST_OFFSETS / OFFSET_FOR_LEADER_EPOCH by partition leader, and
+merging the answers back.
 
     plan = split(api, body, payloads, cache)       # validates; raises InvalidRequestError
     for sub in plan.sub_requests:                  # one per leader, in first-use order
@@ -222,7 +223,34 @@ class _ListOffsets(_Shape):
             offset=-1, leader_epoch=-1)
 
 
-SHAPES: dict[int, _Shape] = {s.api: s for s in (_Produce(), _Fetch(), _ListOffsets())}
+class _OffsetForLeaderEpoch(_Shape):
+    api = ApiKey.OFFSET_FOR_LEADER_EPOCH
+    request_type = list_offsets_pb2.OffsetForLeaderEpochRequest
+    response_type = list_offsets_pb2.OffsetForLeaderEpochResponse
+
+    def check_request(self, body, n_partitions, n_payloads):
+        super().check_request(body, n_partitions, n_payloads)
+        if body.replica_id != CONSUMER_REPLICA_ID:
+            raise errors.InvalidRequestError(
+                "OFFSET_FOR_LEADER_EPOCH through a gateway must have replica_id -1, got "
+                f"{body.replica_id}")
+
+    def partition_error(self, body, part):
+        if part.leader_epoch < 0:
+            return E.INVALID_REQUEST, f"leader epoch {part.leader_epoch} is negative"
+        return None
+
+    def new_sub(self, body):
+        return list_offsets_pb2.OffsetForLeaderEpochRequest(replica_id=body.replica_id)
+
+    def error_partition(self, partition, code, message):
+        return list_offsets_pb2.OffsetForLeaderEpochPartitionResponse(
+            partition=partition, error_code=code, error_message=message, leader_epoch=-1,
+            end_offset=-1)
+
+
+SHAPES: dict[int, _Shape] = {s.api: s for s in (_Produce(), _Fetch(), _ListOffsets(),
+                                                  _OffsetForLeaderEpoch())}
 ROUTED_APIS = frozenset(SHAPES)
 
 

@@ -72,6 +72,7 @@ API_NAMES = {
 #   Produce 11     v12 is KIP-890's transactions part 2, v13 names topics by id (KIP-516)
 #   Fetch 12       v13+ names topics by id
 #   ListOffsets 6  v7 adds MAX_TIMESTAMP (-3), v8 EARLIEST_LOCAL (-4): not served
+#   OffsetForLeaderEpoch 4   the newest (v2 is Kafka 4's oldest)
 #   Metadata 12    v13 adds a top-level error code for KIP-1102's rebootstrap (not needed)
 #   OffsetCommit 9, OffsetFetch 9   v10 names topics by id
 #   JoinGroup 9, SyncGroup 5, Heartbeat 4, LeaveGroup 5, DescribeGroups 5 (v6: KIP-1043),
@@ -96,6 +97,7 @@ SERVED: dict[int, tuple[int, int]] = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     INIT_PRODUCER_ID: (0, 5),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
     DESCRIBE_CONFIGS: (1, 4),
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CLUSTER: (0, 1),

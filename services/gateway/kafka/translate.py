@@ -495,6 +495,44 @@ def list_offsets(req: kp.KafkaRequest, view: ClusterView) -> Step:
 
 
 # ---------------------------------------------------------------------------------------------
+# OffsetForLeaderEpoch
+
+def offset_for_leader_epoch(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.OFFSET_FOR_LEADER_EPOCH, v)
+    replica_id = getattr(b, "replica_id", -1)
+    # Consumers send -1 (or v3+'s default -2, the "debugging" id): both are consumers here.
+    body = list_offsets_pb2.OffsetForLeaderEpochRequest(replica_id=-1 if replica_id < 0
+                                                        else replica_id)
+    layout: list[tuple[str, list[int]]] = []
+    for t in b.topics:
+        lt = body.topics.add(name=t.topic)
+        layout.append((t.topic, [p.partition for p in t.partitions]))
+        for p in t.partitions:
+            lt.partitions.add(partition=p.partition, leader_epoch=p.leader_epoch,
+                              current_leader_epoch=getattr(p, "current_leader_epoch", -1))
+
+    def finish(o: Outcome) -> Step:
+        answers = _flat(o.body) if o.ok else []
+        topics, i = [], 0
+        for name, parts in layout:
+            prs = []
+            for index in parts:
+                a = answers[i] if i < len(answers) else None
+                i += 1
+                if a is None:
+                    code = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
+                    prs.append(r("EpochEndOffset", error_code=ec(code), partition=index,
+                                 leader_epoch=-1, end_offset=-1))
+                else:
+                    prs.append(r("EpochEndOffset", error_code=ec(a.error_code), partition=index,
+                                 leader_epoch=a.leader_epoch, end_offset=a.end_offset))
+            topics.append(r("OffsetForLeaderTopicResult", topic=name, partitions=tuple(prs)))
+        return Done(r.response(throttle_time=_throttle(o), topics=tuple(topics)))
+    return _one(Call(R.OFFSET_FOR_LEADER_EPOCH, body), finish)
+
+
+# ---------------------------------------------------------------------------------------------
 # InitProducerId
 
 def init_producer_id(req: kp.KafkaRequest, view: ClusterView) -> Step:
@@ -1011,6 +1049,7 @@ _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.PRODUCE: produce,
     kp.FETCH: fetch,
     kp.LIST_OFFSETS: list_offsets,
+    kp.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
     kp.INIT_PRODUCER_ID: init_producer_id,
     kp.FIND_COORDINATOR: find_coordinator,
     kp.JOIN_GROUP: join_group,

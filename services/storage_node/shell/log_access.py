@@ -313,6 +313,12 @@ def epoch_entries_view(plog):
     return plog.epochs.entries
 
 
+def end_offset_for_epoch(plog, epoch: int) -> tuple[int, int]:
+    """(largest epoch <= `epoch`, where the next epoch starts; the log end offset for the
+    latest), or (-1, -1) when the log has no epoch that old: OffsetForLeaderEpoch's answer."""
+    return plog.end_offset_for_epoch(epoch)
+
+
 def latest_epoch(plog) -> int:
     entries = plog.epochs.entries
     return entries[-1][0] if entries else -1

@@ -36,6 +36,7 @@ from services.common.metrics_core import RequestMetrics, TopicCounters
 from services.common.rpc import AsyncChannel, Reply, RpcServer, remote_wait
 from services.common.telemetry import Telemetry
 from services.storage_node.config import StorageNodeConfig
+from services.storage_node.core import divergence
 from services.storage_node.core.fetch_session import FetchSessionCache
 from services.storage_node.core.log_dirs import DirSpace
 from services.storage_node.core.produce_admission import (acks_all_result, admit_partition,
@@ -163,6 +164,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
             ApiKey.STOP_REPLICA: self.handle_stop_replica,
             ApiKey.DESCRIBE_LOG_DIRS: lambda req: log_dirs_admin.describe_log_dirs(self, req),
@@ -503,6 +505,37 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                         if body.replica_id < 0 and off >= r.high_watermark:
                             continue
                         out.timestamp, out.offset = ts, off
+        return Reply(resp)
+
+    async def handle_offset_for_leader_epoch(self, req: Request) -> Reply:
+        """Where each asked epoch ends in this leader's log (Kafka's OffsetForLeaderEpoch for
+        consumers: the leader answers, after checking the caller's view of its epoch)."""
+        body: list_offsets_pb2.OffsetForLeaderEpochRequest = req.body
+        resp = list_offsets_pb2.OffsetForLeaderEpochResponse()
+        for t in body.topics:
+            rt = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                out = rt.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
+                r = self.core.get((t.name, p.partition))
+                if r is None:
+                    out.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if r.role is not Role.LEADER:
+                    out.error_code = NOT_LEADER_FOR_PARTITION
+                    continue
+                code = divergence.check_current_leader_epoch(p.current_leader_epoch,
+                                                             r.leader_epoch)
+                if code != NONE:
+                    out.error_code = code
+                    out.error_message = (f"leader epoch {p.current_leader_epoch} asked, "
+                                         f"the leader's is {r.leader_epoch}")
+                    continue
+                plog = self.logs.get((t.name, p.partition))
+                if plog is None:
+                    out.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                out.leader_epoch, out.end_offset = log_access.end_offset_for_epoch(
+                    plog, p.leader_epoch)
         return Reply(resp)
 
     # =========================================================================================

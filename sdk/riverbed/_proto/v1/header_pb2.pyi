@@ -63,6 +63,8 @@ class _ApiKeyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiKey.ValueTy
     DESCRIBE_CLUSTER: _ApiKey.ValueType  # 29
     OFFSET_DELETE: _ApiKey.ValueType  # 30
     """Kafka's OffsetDelete (47): offsets of a group without members"""
+    OFFSET_FOR_LEADER_EPOCH: _ApiKey.ValueType  # 31
+    """Kafka's OffsetForLeaderEpoch (23): where a leader epoch ends"""
     DESCRIBE_LOG_DIRS: _ApiKey.ValueType  # 35
     """Kafka's DescribeLogDirs (35, KIP-113): a node's log dirs"""
     ALTER_REPLICA_LOG_DIRS: _ApiKey.ValueType  # 34
@@ -106,6 +108,8 @@ ALTER_PARTITION: ApiKey.ValueType  # 28
 DESCRIBE_CLUSTER: ApiKey.ValueType  # 29
 OFFSET_DELETE: ApiKey.ValueType  # 30
 """Kafka's OffsetDelete (47): offsets of a group without members"""
+OFFSET_FOR_LEADER_EPOCH: ApiKey.ValueType  # 31
+"""Kafka's OffsetForLeaderEpoch (23): where a leader epoch ends"""
 DESCRIBE_LOG_DIRS: ApiKey.ValueType  # 35
 """Kafka's DescribeLogDirs (35, KIP-113): a node's log dirs"""
 ALTER_REPLICA_LOG_DIRS: ApiKey.ValueType  # 34
