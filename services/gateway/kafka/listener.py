@@ -231,6 +231,11 @@ class Connection:
                 log.info("closing the Kafka connection from %s: %s (first bytes: %s)",
                          self.host, e, bytes(frame[:64]).hex())
                 return
+            except Exception:  # noqa: BLE001 - a decoder bug: this connection only
+                l.closed_bad_request += 1
+                log.exception("closing the Kafka connection from %s: undecodable request "
+                              "(first bytes: %s)", self.host, bytes(frame[:64]).hex())
+                return
             expects = not (kreq.api_key == kp.PRODUCE and kreq.body.acks == 0)
             task = asyncio.get_running_loop().create_task(self._handle(kreq))
             self.background.add(task)                # cancelled with the connection

@@ -170,7 +170,11 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     if key == API_VERSIONS and not is_served(key, version):
         # A newer client's ApiVersions: answered with v0 and UNSUPPORTED_VERSION (KIP-511),
         # whose body we need not read.
-        header, _ = _read_header_v1(frame, 0)
+        try:
+            header, _ = _read_header_v1(frame, 0)
+        except Exception as e:  # noqa: BLE001 - kio raises several types for malformed input
+            raise BadRequest(f"malformed ApiVersions v{version} header: {type(e).__name__}",
+                             corr, key, version) from None
         return KafkaRequest(key, version, header.correlation_id, header.client_id or "", None,
                             len(frame))
     schema = load_request_schema(key, version)
