@@ -72,6 +72,7 @@ class KafkaListener:
         self.closed_oversize = 0
         self.closed_idle = 0
         self.handler_failures = 0
+        self.requests_by_api: dict[str, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> Listener:
@@ -236,6 +237,8 @@ class Connection:
                 log.exception("closing the Kafka connection from %s: undecodable request "
                               "(first bytes: %s)", self.host, bytes(frame[:64]).hex())
                 return
+            name = kreq.name
+            l.requests_by_api[name] = l.requests_by_api.get(name, 0) + 1
             expects = not (kreq.api_key == kp.PRODUCE and kreq.body.acks == 0)
             task = asyncio.get_running_loop().create_task(self._handle(kreq))
             self.background.add(task)                # cancelled with the connection

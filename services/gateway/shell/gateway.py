@@ -253,6 +253,18 @@ class Gateway:
         tel.counter("riverbed.gateway.forward.errors", lambda: [
             (c, {"node_id": str(n), "error": e}) for (n, e), c in list(self.forward_errors.items())],
             description="forwards that failed, per storage node and error")
+        tel.counter("riverbed.gateway.kafka.requests", lambda: [
+            (c, {"listener": k.advertised.name, "api": a})
+            for k in self.kafka_listeners for a, c in list(k.requests_by_api.items())],
+            description="Kafka requests per listener and Kafka API")
+        tel.counter("riverbed.gateway.kafka.connections", lambda: [
+            (k.connections_accepted, {"listener": k.advertised.name}) for k in self.kafka_listeners],
+            description="Kafka connections accepted per listener")
+        tel.counter("riverbed.gateway.kafka.connections.closed", lambda: [
+            (n, {"listener": k.advertised.name, "reason": why}) for k in self.kafka_listeners
+            for why, n in (("bad_request", k.closed_bad_request), ("oversize", k.closed_oversize),
+                           ("idle", k.closed_idle))],
+            description="Kafka connections the gateway closed, per reason")
         tel.gauge("riverbed.gateway.metadata.brokers",
                   lambda: [(len(self.cache.describe_cluster().brokers), {})],
                   description="storage nodes in the gateway's metadata")
