@@ -148,7 +148,8 @@ class KafkaListener:
             brokers = tuple(sorted(brokers + (me,), key=lambda b: b.node_id))
         return tr.ClusterView(brokers=brokers, gateway_id=self.gateway_id, client_host=client_host)
 
-    async def perform(self, call: tr.Call, kreq: kp.KafkaRequest, host: str) -> tr.Outcome:
+    async def perform(self, call: tr.Call, kreq: kp.KafkaRequest, host: str,
+                      principal: str = ANONYMOUS) -> tr.Outcome:
         handler = self._handlers.get(call.api)
         if handler is None:
             return tr.Outcome(error_code=UNKNOWN_SERVER_ERROR,
@@ -157,7 +158,7 @@ class KafkaListener:
                                           correlation_id=kreq.correlation_id & 0xFFFFFFFF,
                                           client_id=kreq.client_id)
         req = Request(header=header, api=call.api, body=call.body, payloads=list(call.payloads),
-                      principal=ANONYMOUS, host=host)
+                      principal=principal, host=host)
         try:
             reply = await handler(req)
         except errors.KafkaError as e:
@@ -182,6 +183,9 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.host = host
+        # Who the client is: User:ANONYMOUS on PLAINTEXT; SASL/TLS listeners will set it
+        # after their handshake, before any request reaches a handler.
+        self.principal = ANONYMOUS
         # answers in request order: each item awaits to the response bytes (or None)
         self.pending: asyncio.Queue = asyncio.Queue(maxsize=listener._max_in_flight)
         self.background: set[asyncio.Task] = set()
@@ -267,10 +271,10 @@ class Connection:
             step = tr.plan(kreq, view)
             while isinstance(step, tr.Plan):
                 if len(step.calls) == 1:      # sent before this task first waits (see above)
-                    outcomes = [await l.perform(step.calls[0], kreq, self.host)]
+                    outcomes = [await l.perform(step.calls[0], kreq, self.host, self.principal)]
                 else:
                     outcomes = list(await asyncio.gather(
-                        *(l.perform(c, kreq, self.host) for c in step.calls)))
+                        *(l.perform(c, kreq, self.host, self.principal) for c in step.calls)))
                 step = step.finish(outcomes)
             if step.response is None:
                 return None

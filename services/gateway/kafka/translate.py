@@ -33,6 +33,8 @@ What is not Riverbed's model, and what a Kafka client sees (docs/kafka-protocol.
 from __future__ import annotations
 
 import datetime
+import importlib
+import io
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -604,16 +606,12 @@ def find_coordinator(req: kp.KafkaRequest, view: ClusterView) -> Step:
 # ---------------------------------------------------------------------------------------------
 # the consumer protocol's embedded bytes (JoinGroup metadata, SyncGroup assignments)
 
-_SUBSCRIPTION_MODULES = {}
+SUBSCRIPTION_VERSIONS = 3                 # ConsumerProtocolSubscription v0..v3
 
 
 def _subscription_schema(version: int):
-    version = max(0, min(version, 3))     # Kafka reads newer versions as its newest
-    if version not in _SUBSCRIPTION_MODULES:
-        mod = __import__(f"kio.schema.consumer_protocol_subscription.v{version}.data",
-                         fromlist=["ConsumerProtocolSubscription"])
-        _SUBSCRIPTION_MODULES[version] = mod
-    return _SUBSCRIPTION_MODULES[version]
+    version = max(0, min(version, SUBSCRIPTION_VERSIONS))   # newer ones read as the newest
+    return importlib.import_module(f"kio.schema.consumer_protocol_subscription.v{version}.data")
 
 
 def decode_subscription(data: bytes) -> group_pb2.ConsumerSubscription | None:
@@ -636,7 +634,6 @@ def decode_subscription(data: bytes) -> group_pb2.ConsumerSubscription | None:
 
 
 def encode_subscription(sub: group_pb2.ConsumerSubscription) -> bytes:
-    import io
     buf = io.BytesIO()
     if sub.owned_partitions:
         buf.write((1).to_bytes(2, "big"))
@@ -655,7 +652,6 @@ def encode_subscription(sub: group_pb2.ConsumerSubscription) -> bytes:
 
 
 def encode_assignment(a: group_pb2.ConsumerAssignment) -> bytes:
-    import io
     buf = io.BytesIO()
     buf.write((0).to_bytes(2, "big"))
     entity_writer(assignment_v0.ConsumerProtocolAssignment)(
