@@ -396,6 +396,31 @@ def _flat(body: Any) -> list[Any]:
     return [p for t in body.topics for p in t.partitions]
 
 
+Layout = list[tuple[str, list[int]]]       # the request's topics and partitions, in order
+
+
+def _per_partition(layout: Layout, o: Outcome, answered: Callable[[int, Any, int], Any],
+                   failed: Callable[[int, int], Any]) -> list[tuple[str, tuple]]:
+    """(topic, entries) per topic of `layout`: each partition's entry from the routed answer
+    (Riverbed answers every partition, in request order: core/routing.merge), built by
+    answered(partition, its answer, flat index), or failed(partition, error code) when the
+    whole request failed or the answer lacks it."""
+    answers = _flat(o.body) if o.ok else []
+    out, i = [], 0
+    for name, parts in layout:
+        entries = []
+        for index in parts:
+            a = answers[i] if i < len(answers) else None
+            if a is None:
+                code = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
+                entries.append(failed(index, code))
+            else:
+                entries.append(answered(index, a, i))
+            i += 1
+        out.append((name, tuple(entries)))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Fetch
 
@@ -415,7 +440,7 @@ def fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
         replica_id=b.replica_id, max_wait_ms=_u32(to_ms(b.max_wait)), min_bytes=_u32(b.min_bytes),
         max_bytes=_u32(getattr(b, "max_bytes", 0)), isolation_level=getattr(b, "isolation_level", 0),
         session_epoch=-1)
-    layout: list[tuple[str, list[int]]] = []
+    layout: Layout = []
     for t in b.topics:
         ft = body.topics.add(name=t.topic)
         layout.append((t.topic, [p.partition for p in t.partitions]))
@@ -426,37 +451,26 @@ def fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
                               log_start_offset=-1, last_fetched_epoch=-1)
 
     def finish(o: Outcome) -> Step:
-        top = ErrorCode.none
-        answers: list[Any] = []
-        frames: Sequence[Any] = ()
-        if o.ok:
-            answers, frames = _flat(o.body), o.payloads
-            if o.body.error_code != NONE:
-                top = ec(o.body.error_code)
-        topics = []
-        i = 0
-        for name, parts in layout:
-            pds = []
-            for index in parts:
-                a = answers[i] if i < len(answers) else None
-                records = _payload_bytes(frames[i]) if a is not None and i < len(frames) else b""
-                i += 1
-                if a is None:
-                    code = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
-                    pds.append(r("PartitionData", partition_index=index, error_code=ec(code),
-                                 high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                                 aborted_transactions=None, preferred_read_replica=-1,
-                                 records=b""))
-                    continue
-                lso = a.last_stable_offset if a.last_stable_offset >= 0 else a.high_watermark
-                pds.append(r("PartitionData", partition_index=index, error_code=ec(a.error_code),
-                             high_watermark=a.high_watermark, last_stable_offset=lso,
-                             log_start_offset=a.log_start_offset,
-                             aborted_transactions=() if a.error_code == NONE else None,
-                             preferred_read_replica=-1, records=records))
-            topics.append(r("FetchableTopicResponse", topic=name, partitions=tuple(pds)))
+        top = ec(o.body.error_code) if o.ok else ErrorCode.none
+        frames: Sequence[Any] = o.payloads if o.ok else ()
+
+        def answered(index: int, a: Any, i: int) -> Any:
+            lso = a.last_stable_offset if a.last_stable_offset >= 0 else a.high_watermark
+            return r("PartitionData", partition_index=index, error_code=ec(a.error_code),
+                     high_watermark=a.high_watermark, last_stable_offset=lso,
+                     log_start_offset=a.log_start_offset,
+                     aborted_transactions=() if a.error_code == NONE else None,
+                     preferred_read_replica=-1,
+                     records=_payload_bytes(frames[i]) if i < len(frames) else b"")
+
+        def failed(index: int, code: int) -> Any:
+            return r("PartitionData", partition_index=index, error_code=ec(code),
+                     high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                     aborted_transactions=None, preferred_read_replica=-1, records=b"")
+        topics = tuple(r("FetchableTopicResponse", topic=name, partitions=parts)
+                       for name, parts in _per_partition(layout, o, answered, failed))
         return Done(r.response(throttle_time=_throttle(o), error_code=top, session_id=0,
-                               responses=tuple(topics) if top == ErrorCode.none else ()))
+                               responses=topics if top == ErrorCode.none else ()))
     return _one(Call(R.FETCH, body), finish)
 
 
@@ -467,7 +481,7 @@ def list_offsets(req: kp.KafkaRequest, view: ClusterView) -> Step:
     b, v = req.body, req.api_version
     r = _Resp(kp.LIST_OFFSETS, v)
     body = list_offsets_pb2.ListOffsetsRequest(replica_id=b.replica_id)
-    layout: list[tuple[str, list[int]]] = []
+    layout: Layout = []
     for t in b.topics:
         lt = body.topics.add(name=t.name)
         layout.append((t.name, [p.partition_index for p in t.partitions]))
@@ -476,23 +490,15 @@ def list_offsets(req: kp.KafkaRequest, view: ClusterView) -> Step:
                               current_leader_epoch=getattr(p, "current_leader_epoch", -1))
 
     def finish(o: Outcome) -> Step:
-        answers = _flat(o.body) if o.ok else []
-        topics, i = [], 0
-        for name, parts in layout:
-            prs = []
-            for index in parts:
-                a = answers[i] if i < len(answers) else None
-                i += 1
-                if a is None:
-                    code = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
-                    prs.append(r("ListOffsetsPartitionResponse", partition_index=index,
-                                 error_code=ec(code), timestamp=-1, offset=-1, leader_epoch=-1))
-                else:
-                    prs.append(r("ListOffsetsPartitionResponse", partition_index=index,
-                                 error_code=ec(a.error_code), timestamp=a.timestamp,
-                                 offset=a.offset, leader_epoch=a.leader_epoch))
-            topics.append(r("ListOffsetsTopicResponse", name=name, partitions=tuple(prs)))
-        return Done(r.response(throttle_time=_throttle(o), topics=tuple(topics)))
+        topics = _per_partition(
+            layout, o,
+            lambda index, a, _i: r("ListOffsetsPartitionResponse", partition_index=index,
+                                   error_code=ec(a.error_code), timestamp=a.timestamp,
+                                   offset=a.offset, leader_epoch=a.leader_epoch),
+            lambda index, code: r("ListOffsetsPartitionResponse", partition_index=index,
+                                  error_code=ec(code), timestamp=-1, offset=-1, leader_epoch=-1))
+        return Done(r.response(throttle_time=_throttle(o), topics=tuple(
+            r("ListOffsetsTopicResponse", name=name, partitions=parts) for name, parts in topics)))
     return _one(Call(R.LIST_OFFSETS, body), finish)
 
 
@@ -506,7 +512,7 @@ def offset_for_leader_epoch(req: kp.KafkaRequest, view: ClusterView) -> Step:
     # Consumers send -1 (or v3+'s default -2, the "debugging" id): both are consumers here.
     body = list_offsets_pb2.OffsetForLeaderEpochRequest(replica_id=-1 if replica_id < 0
                                                         else replica_id)
-    layout: list[tuple[str, list[int]]] = []
+    layout: Layout = []
     for t in b.topics:
         lt = body.topics.add(name=t.topic)
         layout.append((t.topic, [p.partition for p in t.partitions]))
@@ -515,22 +521,16 @@ def offset_for_leader_epoch(req: kp.KafkaRequest, view: ClusterView) -> Step:
                               current_leader_epoch=getattr(p, "current_leader_epoch", -1))
 
     def finish(o: Outcome) -> Step:
-        answers = _flat(o.body) if o.ok else []
-        topics, i = [], 0
-        for name, parts in layout:
-            prs = []
-            for index in parts:
-                a = answers[i] if i < len(answers) else None
-                i += 1
-                if a is None:
-                    code = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
-                    prs.append(r("EpochEndOffset", error_code=ec(code), partition=index,
-                                 leader_epoch=-1, end_offset=-1))
-                else:
-                    prs.append(r("EpochEndOffset", error_code=ec(a.error_code), partition=index,
-                                 leader_epoch=a.leader_epoch, end_offset=a.end_offset))
-            topics.append(r("OffsetForLeaderTopicResult", topic=name, partitions=tuple(prs)))
-        return Done(r.response(throttle_time=_throttle(o), topics=tuple(topics)))
+        topics = _per_partition(
+            layout, o,
+            lambda index, a, _i: r("EpochEndOffset", error_code=ec(a.error_code),
+                                   partition=index, leader_epoch=a.leader_epoch,
+                                   end_offset=a.end_offset),
+            lambda index, code: r("EpochEndOffset", error_code=ec(code), partition=index,
+                                  leader_epoch=-1, end_offset=-1))
+        return Done(r.response(throttle_time=_throttle(o), topics=tuple(
+            r("OffsetForLeaderTopicResult", topic=name, partitions=parts)
+            for name, parts in topics)))
     return _one(Call(R.OFFSET_FOR_LEADER_EPOCH, body), finish)
 
 
