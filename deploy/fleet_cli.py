@@ -145,7 +145,12 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _print_client_settings(fleet) -> None:
-    """How to point clients at a CURVE fleet (stderr: people; the env lines are sourceable)."""
+    """How to point clients at the fleet (stderr: people; the env lines are sourceable): Kafka
+    clients at the gateways' PLAINTEXT listeners, SDK clients of a CURVE fleet at its keys."""
+    kafka = fleet.kafka_bootstrap_servers
+    if kafka:
+        print(f"Kafka clients: bootstrap.servers={kafka} (e.g. kcat -b {kafka} -L); see "
+              "docs/kafka-protocol.md", file=sys.stderr, flush=True)
     if not fleet.security.curve:
         return
     print("clients: export these (or use --command-config "
@@ -178,7 +183,9 @@ def _run_live(fleet) -> None:
             parts.add_row(p["topic"], str(p["partition"]),
                           "none" if p["leader"] is None else str(p["leader"]),
                           ",".join(map(str, p["isr"])))
-        return Group(procs, parts, f"gateway {fleet.gateway_endpoint} — Ctrl-C stops the fleet")
+        kafka = fleet.kafka_bootstrap_servers
+        return Group(procs, parts, f"gateway {fleet.gateway_endpoint}"
+                     + (f", Kafka clients: {kafka}" if kafka else "") + " — Ctrl-C stops the fleet")
 
     with Live(render(), console=console, refresh_per_second=1, transient=False) as live:
         fleet.run(on_status=lambda f: live.update(render()), interval_s=1.0)
