@@ -39,7 +39,6 @@ from services.gateway.config import GatewayConfig
 from services.gateway.core import authorization as authz
 from services.gateway.core import log_dirs
 from services.gateway.core.metadata_cache import MetadataCache
-from services.gateway.kafka.brokers import KafkaBroker
 from services.gateway.core.routing import (
     ROUTED_APIS,
     NodeReply,
@@ -48,6 +47,7 @@ from services.gateway.core.routing import (
     merge,
     split,
 )
+from services.gateway.kafka.brokers import KafkaBroker
 from services.gateway.shell.groups import GroupRouter
 from services.gateway.shell.guard import Guard
 
@@ -137,7 +137,12 @@ class Gateway:
         self._loop = asyncio.get_running_loop()
         # Bound first (served from the TaskGroup below): once the SDK port accepts, so does
         # the Kafka one (the fleet waits for the former).
-        await self._start_kafka_listeners()
+        try:
+            await self._start_kafka_listeners()
+        except BaseException:
+            for k in self.kafka_listeners:
+                await k.close()
+            raise
         self._server = rpc.RpcServer(
             cfg.endpoint, self._handlers(), name=self.name,
             socket_request_max_bytes=cfg.socket_request_max_bytes,
@@ -200,8 +205,8 @@ class Gateway:
                 socket_request_max_bytes=cfg.socket_request_max_bytes,
                 connections_max_idle_ms=cfg.connections_max_idle_ms,
                 queued_max_requests=cfg.queued_max_requests, name=self.name)
-            await listener.start()
             self.kafka_listeners.append(listener)
+            await listener.start()     # a port in use: the gateway does not start (_close)
 
     def kafka_brokers(self, listener_name: str) -> tuple[KafkaBroker, ...]:
         """The live gateways advertising `listener_name`, by id (the brokers Kafka clients see)."""
