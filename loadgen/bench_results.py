@@ -31,7 +31,7 @@ from typing import Any
 
 __all__ = ["SCHEMA", "default_results_dir", "describe_machine", "git_state", "result_path",
            "write_result", "load_results", "latest", "format_number", "figures_table",
-           "conditions_line", "suite_markdown", "summary_markdown", "REPO"]
+           "column_header", "conditions_line", "suite_markdown", "summary_markdown", "REPO"]
 
 SCHEMA = 1
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -176,14 +176,27 @@ def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, (str, int, float, bool))
 
 
+# a figure's key, as a column header: units as people write them
+_HEADER_WORDS = (("m_records_per_sec", "M records/s"), ("records_per_sec", "records/s"),
+                 ("mb_per_sec", "MB/s"), ("mb_per_s", "MB/s"), ("req_per_s", "requests/s"),
+                 ("us_per_batch", "µs/batch"), ("cpu_s_per_gb", "CPU s/GB"), ("io_", "I/O "),
+                 ("_over_", " ÷ "), ("_bytes", " (bytes)"), ("_ms", " (ms)"))
+
+
+def column_header(key: str) -> str:
+    for word, text in _HEADER_WORDS:
+        key = key.replace(word, text)
+    return key.replace("_", " ").strip()
+
+
 def _cell(v: Any) -> str:
     return format_number(v).replace("|", "\\|")
 
 
 def figures_table(figures: Any) -> str | None:
     """A Markdown table of a suite's figures when they hold rows: a list of flat dicts, or a
-    dict whose `rows` is one (columns: the keys, `_` read as spaces); None otherwise (the
-    suite's report then carries its tables)."""
+    dict whose `rows` is one (columns: the keys, as `column_header` writes them); None
+    otherwise (the suite's report then carries its tables)."""
     rows = figures.get("rows") if isinstance(figures, dict) else figures
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         return None
@@ -194,7 +207,7 @@ def figures_table(figures: Any) -> str | None:
                 columns.append(k)
     if not columns:
         return None
-    lines = ["| " + " | ".join(c.replace("_", " ") for c in columns) + " |",
+    lines = ["| " + " | ".join(column_header(c) for c in columns) + " |",
              "|" + "|".join("---" for _ in columns) + "|"]
     for r in rows:
         lines.append("| " + " | ".join(_cell(r.get(c)) for c in columns) + " |")

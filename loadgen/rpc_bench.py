@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"metadata_round_trip": lat, "payload_kb": args.payload_kb,
-                           "pipelined_produce": pipelined}, f, indent=2)
+                           "rows": pipelined}, f, indent=2)
     finally:
         if proc is not None:
             proc.terminate()

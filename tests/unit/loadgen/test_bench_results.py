@@ -71,9 +71,11 @@ def test_a_table_is_made_of_the_rows_a_suite_wrote():
         {"engine": "plain | file", "write_mb_per_sec": 1500.0, "nested": {"x": 1}},
         {"engine": "PartitionLog", "write_mb_per_sec": 1010.2, "read_mb_per_sec": 3991.5}]})
     assert table.splitlines() == [
-        "| engine | write mb per sec | read mb per sec |", "|---|---|---|",
+        "| engine | write MB/s | read MB/s |", "|---|---|---|",
         "| plain \\| file | 1,500 | — |", "| PartitionLog | 1,010 | 3,992 |"]
     assert bench_results.figures_table([{"a": 1}]) == "| a |\n|---|\n| 1 |"
+    assert bench_results.column_header("none_io_cpu_s_per_gb") == "none I/O CPU s/GB"
+    assert bench_results.column_header("curve_over_none") == "curve ÷ none"
     for shapeless in (None, {"matrix": [1, 2]}, {"rows": []}, [1, 2], {"rows": [{"x": [1]}]}):
         assert bench_results.figures_table(shapeless) is None
 
@@ -85,7 +87,7 @@ def test_the_page_section_names_conditions_table_and_report():
                  "24.0 GiB", "Linux 6.1", "CPython 3.11.7", "load average 1.50 at the start",
                  "1.70 at the end", "`python -m loadgen.records_bench`"):
         assert part in first, part
-    assert "| operation | m records per sec |" in text
+    assert "| operation | M records/s |" in text
     assert "```text\ndecode 0.83 M records/s\n```" in text
     quick = bench_results.suite_markdown(record(quick=True, dirty=True), "records")
     assert "(quick run)" in quick and "(with local changes)" in quick
