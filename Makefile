@@ -12,7 +12,7 @@ BASE_PORT ?= 9092
 PYTEST_ARGS ?=
 
 .PHONY: all install system venv proto test test-unit test-integration test-spark test-fault \
-	test-deploy run bench bench-scale bench-failover spark-bench spark-env lint typecheck docs \
+	test-deploy run bench bench-scale bench-failover spark-bench spark-env lint typecheck docs docs-serve \
 	clean ansible-collections ansible-lint wheelhouse
 
 all: test
@@ -78,10 +78,15 @@ typecheck: venv
 	  tests/typing/user_program.py
 	-MYPYPATH=sdk $(VENV)/bin/mypy --python-version 3.11 --ignore-missing-imports -p riverbed
 
-# The SDK reference from its docstrings (pdoc) into build/docs/, and docs/configuration.md from
-# the clients' signatures. tests/unit/sdk/test_docs_build.py checks both in `make test`.
+# The documentation site (MkDocs + Material + mkdocstrings, mkdocs.yml) into build/site/, with
+# --strict: a broken link, a missing page or any warning fails. The reference pages (configs,
+# commands, metrics) and the Benchmarks figures are generated from the code and bench-results/
+# at every build (docs/hooks.py); tests/unit/sdk/test_docs_build.py builds it in `make test`.
 docs: venv
-	$(PY) docs/build_docs.py --out build/docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 test: install ansible-collections
 	$(VENV)/bin/lint-imports
@@ -144,4 +149,4 @@ spark-env: install
 	$(PY) -m jobs.pack_env --output dist/riverbed-spark-env.zip
 
 clean:
-	rm -rf $(RUN_DIR) .pytest_cache build/docs
+	rm -rf $(RUN_DIR) .pytest_cache build/site
