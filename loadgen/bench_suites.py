@@ -48,7 +48,7 @@ SUITES: tuple[Suite, ...] = (
           quick_args=("--seconds", "0.5", "--rounds", "1"), duration="seconds"),
     Suite("bench", "loadgen.bench", "Produce matrix",
           "100 B / 1 KiB, acks 1 / all, RF 1 / 3, none / lz4, each beside the same command "
-          "over the null sink; then issue 15's rows (repl)",
+          "over the null sink; then the repl suite's rows",
           quick_args=("--quick",), needs=("fleet",), duration="several minutes",
           make_target="make bench"),
     Suite("security", "loadgen.bench", "CURVE on vs off",
