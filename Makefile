@@ -12,7 +12,7 @@ BASE_PORT ?= 9092
 PYTEST_ARGS ?=
 
 .PHONY: all install system venv proto test test-unit test-integration test-spark test-fault \
-	test-deploy run bench bench-scale bench-failover spark-bench spark-env lint typecheck docs \
+	test-deploy run bench bench-scale bench-failover spark-bench spark-env lint typecheck docs docs-serve \
 	clean ansible-collections ansible-lint wheelhouse
 
 all: test
@@ -79,10 +79,15 @@ typecheck: venv
 	  tests/typing/user_program.py
 	-MYPYPATH=sdk $(VENV)/bin/mypy --python-version 3.11 --ignore-missing-imports -p riverbed
 
-# The SDK reference from its docstrings (pdoc) into build/docs/, and docs/configuration.md from
-# the clients' signatures. tests/unit/sdk/test_docs_build.py checks both in `make test`.
+# The documentation site (MkDocs + Material + mkdocstrings, mkdocs.yml) into build/site/, with
+# --strict: a broken link, a missing page or any warning fails. The reference pages (configs,
+# commands, metrics) and the Benchmarks figures are generated from the code and bench-results/
+# at every build (docs/hooks.py); tests/unit/sdk/test_docs_build.py builds it in `make test`.
 docs: venv
-	$(PY) docs/build_docs.py --out build/docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 test: install ansible-collections
 	$(VENV)/bin/lint-imports
@@ -115,28 +120,34 @@ test-deploy: install ansible-collections
 run: install
 	$(VENV)/bin/riverbed fleet up --data-dir $(RUN_DIR) --base-port $(BASE_PORT)
 
+# Benchmarks go through riverbed-bench (loadgen/bench_cli.py: `riverbed-bench list` names the
+# suites): each run's figures, report and the machine's description land in bench-results/ as
+# JSON, and the docs' Benchmarks page is generated from the latest of them. BENCH_ARGS are more
+# arguments for the suite's module, as before (BENCH_ARGS=--quick: the one-producer figure).
+BENCH := $(VENV)/bin/riverbed-bench
 bench: install
-	$(PY) -m loadgen.bench $(BENCH_ARGS)
-	$(PY) -m loadgen.bench --security
+	$(BENCH) run bench --args "$(BENCH_ARGS)"
+	$(BENCH) run security
 
 # How cost grows: partitions, producer processes, gateways, metadata size, memory
 # (loadgen/scale.py; BENCH_ARGS=--quick for the small smoke-test points, --plot F.png).
 bench-scale: install
-	$(PY) -m loadgen.scale $(BENCH_ARGS)
+	$(BENCH) run scale --args "$(BENCH_ARGS)"
 
 # Leader failover (SIGKILL under acks=all load) with heartbeats vs ZooKeeper's session alone,
-# SDK defaults, and leader changes counted under sustained load with no fault.
+# SDK defaults, and leader changes counted under sustained load with no fault
+# (loadgen.failover_bench --skip-throughput --modes heartbeat,zk --client-defaults --kills 5
+# --sustain-s 120).
 bench-failover: install
-	$(PY) -m loadgen.failover_bench --skip-throughput --modes heartbeat,zk --client-defaults \
-		--kills 5 --sustain-s 120 $(BENCH_ARGS)
+	$(BENCH) run failover --args "$(BENCH_ARGS)"
 
 # Spark reading and writing 2,000,000 records beside one SDK consumer and producer.
 spark-bench: install
-	$(PY) -m loadgen.spark_bench $(BENCH_ARGS)
+	$(BENCH) run spark --args "$(BENCH_ARGS)"
 
 # The SDK packed for executors (spark-submit --archives dist/riverbed-spark-env.zip#environment).
 spark-env: install
 	$(PY) -m jobs.pack_env --output dist/riverbed-spark-env.zip
 
 clean:
-	rm -rf $(RUN_DIR) .pytest_cache build/docs
+	rm -rf $(RUN_DIR) .pytest_cache build/site

@@ -1,1 +1,1 @@
-"""Spark jobs over Riverbed topics (spark-submit scripts); see README "Spark"."""
+"""Spark jobs over Riverbed topics (spark-submit scripts); see docs/spark/ (the data source and the jobs)."""

@@ -17,6 +17,7 @@ server are); the Python loop only hands libzmq the same frames again, so its sha
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -149,11 +150,23 @@ def main(argv: list[str] | None = None) -> int:
                         "produce batch and a 1 MiB fetch response)")
     p.add_argument("--seconds", type=float, default=1.5, help="per stream")
     p.add_argument("--rounds", type=int, default=2, help="per mode, alternating; best kept")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON (riverbed-bench records them)")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     print(f"one PUSH->PULL stream over tcp loopback, [24 B, 64 B, payload] per message, "
           f"libzmq {zmq.zmq_version()}, pyzmq {zmq.__version__}")
-    print(format_ceiling(ceiling(sizes, args.seconds, args.rounds)))
+    result = ceiling(sizes, args.seconds, args.rounds)
+    print(format_ceiling(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"libzmq": zmq.zmq_version(), "pyzmq": zmq.__version__,
+                       "rows": [{"payload_bytes": size, "none_mb_per_sec": r["NONE"]["mb_per_sec"],
+                                 "curve_mb_per_sec": r["CURVE"]["mb_per_sec"],
+                                 "curve_over_none": r["ratio"],
+                                 "none_io_cpu_s_per_gb": r["NONE"]["io_cpu_s_per_gb"],
+                                 "curve_io_cpu_s_per_gb": r["CURVE"]["io_cpu_s_per_gb"],
+                                 "extra_io_cpu_s_per_gb": r["extra_io_cpu_s_per_gb"]}
+                                for size, r in result.items()]}, f, indent=2)
     return 0
 
 

@@ -40,6 +40,7 @@ times in turn; exact percentiles in ms):
 from __future__ import annotations
 
 import argparse
+import json
 import contextlib
 import multiprocessing as mp
 import os
@@ -388,18 +389,25 @@ def format_row(name: str, p: dict[str, float]) -> str:
     return f"{name:<20} {cols}"
 
 
+def medians(rounds: list[dict[str, dict]]) -> dict[str, dict[str, float]]:
+    """Per row (in ROWS order), the median over rounds of each percentile."""
+    import statistics
+    meds: dict[str, dict[str, float]] = {}
+    for name in ROWS:
+        ps = [r[name] for r in rounds if name in r]
+        if ps:
+            meds[name] = {k: statistics.median(p[k] for p in ps) for k in ps[0]}
+    return meds
+
+
 def format_report(rounds: list[dict[str, dict]], rate: float, count: int) -> str:
     """Median over rounds of each percentile, per row, and what each row adds at p50 and p99
     to the row it is built on (BUILT_ON)."""
     import statistics
     lines = [f"round trips at {rate:,.0f}/s, {count:,} per row, medians of {len(rounds)} "
              f"round(s), ms (e2e: send to receipt)"]
-    meds: dict[str, dict[str, float]] = {}
-    for name in ROWS:
-        ps = [r[name] for r in rounds if name in r]
-        if not ps:
-            continue
-        med = meds[name] = {k: statistics.median(p[k] for p in ps) for k in ps[0]}
+    meds = medians(rounds)
+    for name, med in meds.items():
         base = meds.get(BUILT_ON.get(name, ""))
         extra = ""
         if base is not None:
@@ -426,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=1000.0, help="requests per second")
     parser.add_argument("--count", type=int, default=3000, help="requests per row and round")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON (riverbed-bench records them)")
     args = parser.parse_args(argv)
     if args.rate <= 0 or args.count <= 0 or args.rounds <= 0:
         parser.error("--rate, --count and --rounds must be positive")
@@ -436,6 +445,10 @@ def main(argv: list[str] | None = None) -> int:
         rounds = run(bootstrap, args.rate, args.count, args.rounds, pids)
     print(format_report(rounds, args.rate, args.count))
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rate": args.rate, "count": args.count, "medians": medians(rounds),
+                       "rounds": rounds}, f, indent=2, default=str)
     return 0
 
 

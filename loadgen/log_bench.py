@@ -14,6 +14,7 @@ log's `flush()`), so both measure bytes made durable on the disk. Prints MB/s an
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", default=None, help="parent dir for the temp dir (default: /tmp)")
     ap.add_argument("--fsync", action="store_true",
                     help="end each write phase with an fsync (durable MB/s, not page-cache MB/s)")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON (riverbed-bench records them)")
     args = ap.parse_args(argv)
     total = parse_size(args.total_bytes)
     batch = make_batch(parse_size(args.batch_bytes))
@@ -128,6 +130,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"plain write  {mb / pw:9.1f} MB/s    plain read  {mb / pr:9.1f} MB/s")
     print(f"log append   {mb / lw:9.1f} MB/s    log read    {mb / lr:9.1f} MB/s")
     print(f"ratio write  {pw / lw:9.2f}         ratio read  {pr / lr:9.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"batches": count, "batch_bytes": size, "mb": mb, "fsync": args.fsync,
+                       "rounds": args.rounds,
+                       "rows": [{"engine": "plain file", "write_mb_per_sec": mb / pw,
+                                 "read_mb_per_sec": mb / pr},
+                                {"engine": "PartitionLog", "write_mb_per_sec": mb / lw,
+                                 "read_mb_per_sec": mb / lr}],
+                       "ratio_write": pw / lw, "ratio_read": pr / lr}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Pure Python, one core; figures vary with machine load (take the best of --repeat
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=100, help="value bytes per record")
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON (riverbed-bench records them)")
     args = parser.parse_args(argv)
     values = [os.urandom(args.size) for _ in range(args.records)]
     timestamp_ms = 1_700_000_000_000
@@ -63,6 +65,12 @@ def main(argv: list[str] | None = None) -> None:
     for name, seconds in rows:
         print(f"{name:32s} {n / seconds / 1e6:6.2f} M records/s  ({seconds * 1e6:8.1f} us/batch)")
     print(f"{'validate_batch (header + CRC)':32s} {validate_s * 1e6:6.1f} us/batch")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"records_per_batch": n, "value_bytes": args.size, "batch_bytes": len(batch),
+                       "rows": [{"operation": name, "m_records_per_sec": n / seconds / 1e6,
+                                 "us_per_batch": seconds * 1e6} for name, seconds in rows],
+                       "validate_batch_us": validate_s * 1e6}, f, indent=2)
 
 
 if __name__ == "__main__":

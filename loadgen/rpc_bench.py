@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=5000)
     ap.add_argument("--payload-kb", type=int, default=100)
     ap.add_argument("--in-flight", default="1,4,16")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON (riverbed-bench records them)")
     args = ap.parse_args(argv)
     if args.serve:
         serve(args.serve)
@@ -117,10 +119,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"p99 {lat['p99_us']:.0f} µs, max {lat['max_us']:.0f} µs "
                   f"({lat['calls_per_s']:.0f} calls/s)")
             payload = os.urandom(args.payload_kb * 1024)
+            pipelined = []
             for k in (int(x) for x in args.in_flight.split(",")):
                 r = bench_pipelined(ch, args.requests // 2, k, payload)
+                pipelined.append(r)
                 print(f"pipelined PRODUCE, {args.payload_kb} KB payload, {k:>3} in flight: "
                       f"{r['req_per_s']:.0f} req/s, {r['mb_per_s']:.0f} MB/s")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"metadata_round_trip": lat, "payload_kb": args.payload_kb,
+                           "rows": pipelined}, f, indent=2)
     finally:
         if proc is not None:
             proc.terminate()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, Iterable, Mapping, Sequence, overload
+from typing import Any, Callable, Iterable, Mapping, Sequence, overload
 
 from riverbed import errors
 from riverbed._proto.v1 import (
@@ -23,7 +23,12 @@ from riverbed._proto.v1 import (
     offset_pb2,
 )
 from riverbed import log_dirs
-from riverbed.cluster import GatewayConnection, resolve_bootstrap
+from riverbed.cluster import (
+    API_VERSION_AUTO_TIMEOUT_MS,
+    GatewayConnection,
+    require_gateway,
+    resolve_bootstrap,
+)
 from riverbed.log_dirs import NodeLogDirs
 from riverbed.wire.security import secure_channel_factory
 from riverbed.coordinator.consumer_protocol import group_by_topic
@@ -558,4 +563,26 @@ class Admin(KafkaPythonAdminMixin):
 
 
 AdminClient = Admin
-KafkaAdminClient = Admin
+class KafkaAdminClient(Admin):
+    """kafka-python's `KafkaAdminClient`: an `Admin` whose constructor also checks that the
+    cluster is there, as kafka-python's does: it waits up to `api_version_auto_timeout_ms`
+    (kafka-python's 2000) for a bootstrap address to answer and raises
+    `riverbed.errors.NoBrokersAvailable`, naming each address and why, when none does (so `try:
+    KafkaAdminClient(...) except NoBrokersAvailable:` loops that wait for a cluster work). With
+    `api_version` given (any value: Riverbed has one protocol version) it does not check, as in
+    kafka-python. `Admin` itself connects lazily: an unreachable cluster is reported by the
+    first call."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
+                 api_version_auto_timeout_ms: int = API_VERSION_AUTO_TIMEOUT_MS,
+                 api_version: Any = None, **configs: Any) -> None:
+        if api_version_auto_timeout_ms <= 0:
+            raise errors.ClientError(
+                f"api_version_auto_timeout_ms={api_version_auto_timeout_ms}: must be > 0")
+        super().__init__(bootstrap_servers, **configs)
+        if api_version is None:
+            try:
+                require_gateway(self._conn, api_version_auto_timeout_ms)
+            except BaseException:
+                self.close()
+                raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Callable, Iterable, Sequence
 
 from riverbed import errors, process_owner
@@ -21,7 +22,8 @@ from riverbed.structs import BrokerInfo, GatewayInfo, PartitionInfo, TopicDescri
 from riverbed.wire.apis import api_name
 
 __all__ = ["ClusterMetadata", "GatewayConnection", "DEFAULT_BOOTSTRAP", "default_bootstrap",
-           "normalize_bootstrap", "resolve_bootstrap", "BOOTSTRAP_ENV"]
+           "normalize_bootstrap", "resolve_bootstrap", "BOOTSTRAP_ENV", "require_gateway",
+           "API_VERSION_AUTO_TIMEOUT_MS"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,9 @@ DEFAULT_BOOTSTRAP = "tcp://127.0.0.1:9092"
 BOOTSTRAP_ENV = "RIVERBED_BOOTSTRAP"
 
 Bootstrap = str | Sequence[str]
+# kafka-python's api_version_auto_timeout_ms default: how long its clients' constructors wait for
+# a bootstrap address to answer before raising NoBrokersAvailable.
+API_VERSION_AUTO_TIMEOUT_MS = 2000
 
 
 def default_bootstrap() -> list[str]:
@@ -237,7 +242,13 @@ class GatewayConnection:
         for _ in range(len(tried)):
             endpoint = self.endpoint
             try:
-                return self.channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms)
+                channel = self.channel
+            except errors.NetworkError as e:   # CURVE: no key known for this endpoint
+                failures.append(f"{endpoint} ({e})")
+                self.failover(str(e))
+                continue
+            try:
+                return channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms)
             except errors.RequestTimedOutError as e:
                 state = getattr(self._channel, "connection_state", None)
                 reason = getattr(self._channel, "down_reason", None) or \
@@ -266,3 +277,44 @@ class GatewayConnection:
                 self._channel.close()
             finally:
                 self._channel = None
+
+
+def require_gateway(conn: GatewayConnection, timeout_ms: int) -> None:
+    """kafka-python's constructor check: return once some bootstrap endpoint of `conn` answers
+    (a DESCRIBE_CLUSTER, which every gateway answers from its cache, to anyone), else raise
+    NoBrokersAvailable naming each endpoint and why, after at most `timeout_ms` in all.
+
+    Probes on channels of its own (same endpoints, client id and channel factory: the same CURVE
+    keys), closed before returning, so `conn` stays with the thread that owns it. An endpoint
+    gets an even share of the time left; one that refuses the connection fails at once
+    (riverbed.wire.liveness) and leaves its share to the next. Any answer counts, an error one
+    (an ACL's refusal) too: a gateway is there."""
+    if timeout_ms <= 0:
+        raise errors.ClientError(f"api_version_auto_timeout_ms={timeout_ms}: must be > 0")
+    process_owner.check_owner(conn._owner_pid, f"this client ({conn.client_id})")
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    endpoints = list(conn.bootstrap)
+    failures: list[str] = []
+    for i, endpoint in enumerate(endpoints):
+        share_ms = int((deadline - time.monotonic()) * 1000 / (len(endpoints) - i))
+        if share_ms <= 0:
+            failures.append(f"{endpoint} (not tried: no time left)")
+            continue
+        try:
+            channel = conn._channel_factory(endpoint, client_id=conn.client_id)
+        except errors.RiverbedError as e:      # e.g. CURVE: no key known for this server
+            failures.append(f"{endpoint} ({e})")
+            continue
+        try:
+            channel.call(ApiKey.DESCRIBE_CLUSTER, metadata_pb2.DescribeClusterRequest(),
+                         timeout_ms=share_ms)
+            return
+        except errors.RequestTimedOutError as e:
+            failures.append(f"{endpoint} ({getattr(channel, 'down_reason', None) or e})")
+        except errors.KafkaError:
+            return                  # an answer, if a refusal: a gateway is there
+        finally:
+            channel.close()
+    raise errors.NoBrokersAvailable(
+        f"no bootstrap address answered within api_version_auto_timeout_ms={timeout_ms}: "
+        f"tried {', '.join(failures)}")

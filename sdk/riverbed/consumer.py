@@ -34,7 +34,12 @@ from typing import Any, Callable, Iterable, Sequence
 from riverbed import client_otel, errors, process_owner, tracing
 from riverbed._proto.v1 import fetch_pb2, header_pb2
 from riverbed.client_metrics import ConsumerMetrics
-from riverbed.cluster import GatewayConnection, resolve_bootstrap
+from riverbed.cluster import (
+    API_VERSION_AUTO_TIMEOUT_MS,
+    GatewayConnection,
+    require_gateway,
+    resolve_bootstrap,
+)
 from riverbed.wire.security import secure_channel_factory
 from riverbed.fetcher import CompletedFetch
 from riverbed.records import HEADER_SIZE, iter_batches, read_header
@@ -153,12 +158,17 @@ class Consumer:
                 retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms,
                 heartbeat_long_poll=heartbeat_long_poll)
             self._group.metrics = self._metrics
-            if topics:
-                self.subscribe(topics)
-        elif topics:
+        if topics:
+            self._take_topics(topics)
+        client_otel.register("consumer", self)     # only with the application's MeterProvider
+
+    def _take_topics(self, topics: Sequence[str]) -> None:
+        """The constructor's topics: subscribed with a group, else every partition assigned."""
+        if self._group is not None:
+            self.subscribe(topics)
+        else:
             self._subs.subscribed_topics = tuple(topics)
             self._assign_all_partitions(topics)
-        client_otel.register("consumer", self)     # only with the application's MeterProvider
 
     # -- assignment ---------------------------------------------------------------------------
     def _assign_all_partitions(self, topics: Sequence[str]) -> None:
@@ -701,7 +711,31 @@ class Consumer:
         self.close()
 
 
-KafkaConsumer = Consumer
+class KafkaConsumer(Consumer):
+    """kafka-python's `KafkaConsumer`: a `Consumer` whose constructor also checks that the
+    cluster is there, as kafka-python's does: it waits up to `api_version_auto_timeout_ms`
+    (kafka-python's 2000) for a bootstrap address to answer and raises
+    `riverbed.errors.NoBrokersAvailable`, naming each address and why, when none does (so `try:
+    KafkaConsumer(...) except NoBrokersAvailable:` loops that wait for a cluster work). With
+    `api_version` given (any value: Riverbed has one protocol version) it does not check, as in
+    kafka-python. `Consumer` itself connects lazily: an unreachable cluster is reported by the
+    first call that needs it."""
+
+    def __init__(self, *topics: str,
+                 api_version_auto_timeout_ms: int = API_VERSION_AUTO_TIMEOUT_MS,
+                 api_version: Any = None, **configs: Any) -> None:
+        if api_version_auto_timeout_ms <= 0:
+            raise errors.ClientError(
+                f"api_version_auto_timeout_ms={api_version_auto_timeout_ms}: must be > 0")
+        super().__init__(**configs)        # the topics once the cluster is known to be there
+        try:
+            if api_version is None:
+                require_gateway(self._conn, api_version_auto_timeout_ms)
+            if topics:
+                self._take_topics(topics)
+        except BaseException:
+            self.close(autocommit=False)
+            raise
 
 
 def _fetch_span(tracer, by_topic: dict[str, list[TopicPartition]], subs: SubscriptionState,

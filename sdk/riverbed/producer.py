@@ -40,7 +40,12 @@ from typing import Any, Callable, Iterable, Sequence
 from riverbed import client_otel, errors, process_owner
 from riverbed.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, ReadyCheck, \
     RecordAccumulator
-from riverbed.cluster import GatewayConnection, resolve_bootstrap
+from riverbed.cluster import (
+    API_VERSION_AUTO_TIMEOUT_MS,
+    GatewayConnection,
+    require_gateway,
+    resolve_bootstrap,
+)
 from riverbed.futures import FutureRecordMetadata
 from riverbed.idempotence import MAX_IN_FLIGHT_PER_PARTITION, IdempotenceState
 from riverbed.partitioner import DefaultPartitioner
@@ -577,7 +582,29 @@ class Producer:
         self.close()
 
 
-KafkaProducer = Producer
+class KafkaProducer(Producer):
+    """kafka-python's `KafkaProducer`: a `Producer` whose constructor also checks that the
+    cluster is there, as kafka-python's does: it waits up to `api_version_auto_timeout_ms`
+    (kafka-python's 2000) for a bootstrap address to answer and raises
+    `riverbed.errors.NoBrokersAvailable`, naming each address and why, when none does (so `try:
+    KafkaProducer(...) except NoBrokersAvailable:` loops that wait for a cluster work). With
+    `api_version` given (any value: Riverbed has one protocol version) it does not check, as in
+    kafka-python. `Producer` itself connects lazily: an unreachable cluster is reported by the
+    first `send()`."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
+                 api_version_auto_timeout_ms: int = API_VERSION_AUTO_TIMEOUT_MS,
+                 api_version: Any = None, **configs: Any) -> None:
+        if api_version_auto_timeout_ms <= 0:
+            raise errors.ClientError(
+                f"api_version_auto_timeout_ms={api_version_auto_timeout_ms}: must be > 0")
+        super().__init__(bootstrap_servers, **configs)
+        if api_version is None:
+            try:
+                require_gateway(self._conn, api_version_auto_timeout_ms)
+            except BaseException:
+                self.close(timeout=0)
+                raise
 
 
 def _as_bytes(v, what: str):

@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None, *, prog: str, description: str,
                "curve.secret.key.file, curve.trusted.keys.dir, curve.trusted.keys.reload.ms, "
                "socket.handshake.timeout.ms, max.connections.per.ip, num.network.threads, "
                "super.users, "
-               "zookeeper.set.acl, zookeeper.credentials.file (README: Security). SIGHUP "
+               "zookeeper.set.acl, zookeeper.credentials.file (docs/operations/security.md). SIGHUP "
                "re-reads the trusted keys.")
     p.add_argument("--config", help=config_help)
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",

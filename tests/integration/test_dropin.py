@@ -58,3 +58,31 @@ def test_a_program_runs_with_only_its_imports_changed(fleet, tmp_path, name, lib
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ok in proc.stdout
+
+
+def test_kafka_python_constructors_check_the_cluster_as_kafka_python_does(fleet):
+    """KafkaProducer/KafkaConsumer/KafkaAdminClient raise NoBrokersAvailable from the constructor
+    when no bootstrap address answers within api_version_auto_timeout_ms, and construct against
+    a live fleet (with the fleet's CURVE keys, from the RIVERBED_* variables Fleet.up() set)."""
+    import socket
+
+    import riverbed
+    from riverbed.errors import NoBrokersAvailable
+
+    with socket.socket() as s:          # a port nobody listens on: connections are refused
+        s.bind(("127.0.0.1", 0))
+        nobody = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    for name in ("KafkaProducer", "KafkaConsumer", "KafkaAdminClient"):
+        for protocol in ("NONE", "CURVE"):      # refused / no server key known for it
+            with pytest.raises(NoBrokersAvailable, match=nobody):
+                getattr(riverbed, name)(bootstrap_servers=nobody, security_protocol=protocol,
+                                        api_version_auto_timeout_ms=2000)
+    producer = riverbed.KafkaProducer(bootstrap_servers=fleet.gateway_endpoint)
+    consumer = riverbed.KafkaConsumer(bootstrap_servers=fleet.gateway_endpoint)
+    admin = riverbed.KafkaAdminClient(bootstrap_servers=[nobody, fleet.gateway_endpoint])
+    try:
+        assert admin.describe_cluster().brokers
+    finally:
+        admin.close()
+        consumer.close()
+        producer.close()

@@ -1,7 +1,7 @@
 """`riverbed acls` and `riverbed configs` (users/clients quotas): Kafka's kafka-acls and
 kafka-configs, writing ZooKeeper directly as those tools did with `--authorizer-properties
-zookeeper.connect=...` / `--zookeeper` (see the README's ACLs section for why not through a
-gateway yet). Registered as `riverbed.cli_plugins` entry points (the SDK never imports services).
+zookeeper.connect=...` / `--zookeeper` (docs/operations/acls.md, "Not yet", says why not through
+a gateway yet). Registered as `riverbed.cli_plugins` entry points (the SDK never imports services).
 
     riverbed acls --zookeeper 127.0.0.1:2181/riverbed --add --allow-principal User:alice \\
         --operation Read --operation Describe --topic orders

@@ -10,14 +10,22 @@ import pytest
 import riverbed
 from riverbed import admin as riverbed_admin
 from riverbed import errors
+from riverbed._proto.v1 import metadata_pb2
 from riverbed.structs import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
+from riverbed.wire.apis import ApiKey
+
+from sdk_fakes import FakeGateway
 
 
 def test_top_level_names():
     for name in ("KafkaProducer", "KafkaConsumer", "KafkaAdminClient", "TopicPartition",
                  "OffsetAndMetadata", "ConsumerRebalanceListener"):
         assert name in riverbed.__all__ and hasattr(riverbed, name), name
-    assert riverbed.KafkaProducer is riverbed.Producer
+    # kafka-python's names are the clients, with kafka-python's eager constructor check
+    assert issubclass(riverbed.KafkaProducer, riverbed.Producer)
+    assert issubclass(riverbed.KafkaConsumer, riverbed.Consumer)
+    assert issubclass(riverbed.KafkaAdminClient, riverbed.Admin)
+    assert riverbed_admin.KafkaAdminClient is riverbed.KafkaAdminClient
     for name in ("KafkaAdminClient", "NewTopic", "NewPartitions", "ConfigResource",
                  "ConfigResourceType"):
         assert hasattr(riverbed_admin, name), name
@@ -75,3 +83,90 @@ def test_admin_refuses_broker_config_resources_and_bad_partition_specs():
         a.create_partitions({"t": "three"})  # type: ignore[dict-item]
     with pytest.raises(TypeError, match="not both"):
         a.create_partitions("t", 3, topic_partitions={"t": 3})  # type: ignore[call-overload]
+
+
+# -- the constructors' check (kafka-python raises NoBrokersAvailable from them) ----------------
+
+KAFKA_PYTHON_CLIENTS = [("KafkaProducer", ()), ("KafkaConsumer", ("t",)), ("KafkaAdminClient", ())]
+
+
+def _describe_cluster(body, payloads):
+    return metadata_pb2.DescribeClusterResponse(cluster_id="c"), []
+
+
+@pytest.mark.parametrize("name,args", KAFKA_PYTHON_CLIENTS, ids=[c[0] for c in KAFKA_PYTHON_CLIENTS])
+def test_constructor_raises_no_brokers_available_when_no_bootstrap_address_answers(name, args):
+    gw = FakeGateway({})            # nothing answers: every request times out
+    with pytest.raises(errors.NoBrokersAvailable) as info:
+        getattr(riverbed, name)(*args, bootstrap_servers="tcp://a:1,tcp://b:2",
+                                _channel_factory=gw.factory)
+    message = str(info.value)
+    assert "api_version_auto_timeout_ms=2000" in message
+    assert "tcp://a:1" in message and "tcp://b:2" in message       # each address, and why
+    probes = [api for api, _, _ in gw.requests if api == ApiKey.DESCRIBE_CLUSTER]
+    assert len(probes) == 2
+    assert all(ch.closed for ch in gw.channels[:2])                 # the probes' channels
+
+
+@pytest.mark.parametrize("name", ["KafkaProducer", "KafkaConsumer", "KafkaAdminClient"])
+def test_constructor_returns_once_a_bootstrap_address_answers(name):
+    gw = FakeGateway({ApiKey.DESCRIBE_CLUSTER: _describe_cluster})
+    client = getattr(riverbed, name)(bootstrap_servers="tcp://a:1", _channel_factory=gw.factory)
+    try:
+        assert [api for api, _, _ in gw.requests] == [ApiKey.DESCRIBE_CLUSTER]
+    finally:
+        client.close()
+
+
+def test_a_consumer_takes_its_topics_after_the_check():
+    gw = FakeGateway({ApiKey.DESCRIBE_CLUSTER: _describe_cluster})
+    consumer = riverbed.KafkaConsumer("t", bootstrap_servers="tcp://a:1", group_id="g",
+                                      _channel_factory=gw.factory)
+    try:
+        assert consumer.subscription() == {"t"}
+        assert gw.requests[0][0] == ApiKey.DESCRIBE_CLUSTER
+    finally:
+        consumer.close(autocommit=False)
+
+
+def test_the_second_address_may_answer_and_an_error_answer_counts():
+    answers = iter([None, errors.ErrorCode.Value("CLUSTER_AUTHORIZATION_FAILED")])
+    gw = FakeGateway({ApiKey.DESCRIBE_CLUSTER: lambda body, payloads: next(answers)})
+    riverbed.KafkaAdminClient(bootstrap_servers="tcp://a:1,tcp://b:2",
+                              _channel_factory=gw.factory).close()
+    assert [ch.endpoint for ch in gw.channels] == ["tcp://a:1", "tcp://b:2"]
+
+
+def test_api_version_given_skips_the_check_and_the_plain_clients_stay_lazy():
+    gw = FakeGateway({})
+    riverbed.KafkaAdminClient(bootstrap_servers="tcp://a:1", api_version=(2, 0),
+                              _channel_factory=gw.factory).close()
+    riverbed.Admin(bootstrap_servers="tcp://a:1", _channel_factory=gw.factory).close()
+    producer = riverbed.Producer(bootstrap_servers="tcp://a:1", _channel_factory=gw.factory)
+    producer.close(timeout=0)
+    assert not [api for api, _, _ in gw.requests if api == ApiKey.DESCRIBE_CLUSTER]
+
+
+def test_a_timeout_that_is_not_positive_is_refused_before_anything_starts():
+    gw = FakeGateway({})
+    with pytest.raises(errors.ClientError, match="api_version_auto_timeout_ms=0"):
+        riverbed.KafkaProducer(bootstrap_servers="tcp://a:1", api_version_auto_timeout_ms=0,
+                               _channel_factory=gw.factory)
+    assert gw.channels == []
+
+
+def test_an_address_whose_channel_cannot_be_made_is_skipped():
+    """With CURVE, an address whose server key is unknown fails at the channel's creation: the
+    check and the client's own calls move on to the next address (NoBrokersAvailable names it)."""
+    gw = FakeGateway({ApiKey.DESCRIBE_CLUSTER: _describe_cluster})
+
+    def factory(endpoint, client_id=""):
+        if endpoint == "tcp://a:1":
+            raise errors.NetworkError(f"no CURVE public key known for server {endpoint}")
+        return gw.factory(endpoint, client_id)
+
+    with riverbed.KafkaAdminClient(bootstrap_servers="tcp://a:1,tcp://b:2",
+                                   _channel_factory=factory) as admin:
+        assert admin.describe_cluster().cluster_id == "c"
+    with pytest.raises(errors.NoBrokersAvailable, match="no CURVE public key known"):
+        riverbed.KafkaAdminClient(bootstrap_servers="tcp://a:1", _channel_factory=factory)
