@@ -95,6 +95,9 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         # Totals for the metrics (Kafka's LeaderElectionRateAndTimeMs, UncleanLeaderElectionsPerSec).
         self.leader_elections = 0
         self.unclean_elections = 0
+        # Storage nodes that joined (or re-registered, or were unfenced) and that left, as seen
+        # while active: one per node, however many of them one ZooKeeper event carries.
+        self.broker_changes = 0
 
     # ---- the surface ----------------------------------------------------------------------
     def handle(self, event: Event, now_ms: int) -> list[Effect]:
@@ -289,6 +292,7 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         self.shutting_down -= removed | added
         if not self.active:
             return []
+        self.broker_changes += len(added) + len(removed)
         if added or removed:
             log.info("storage nodes up %s, down %s; live %s", sorted(added), sorted(removed),
                      sorted(new))

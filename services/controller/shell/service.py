@@ -105,7 +105,7 @@ class ControllerService:
         self._pid_alloc: ProducerIdAllocator | None = None
         self._pid_claim: asyncio.Task | None = None
         self.request_metrics = RequestMetrics()
-        self.election_time = [0, 0.0]          # broker changes handled, seconds spent on them
+        self.election_time_s = 0.0              # seconds spent handling storage node changes
         self.telemetry: Telemetry | None = None
 
     async def _zk(self, fn, *args, **kw):
@@ -208,9 +208,10 @@ class ControllerService:
                     description="elections this standby began by deleting the /controller of "
                                 "a controller whose process was gone (controller.fast.takeover"
                                 ".enable), before its ZooKeeper session expired")
-        tel.counter("riverbed.controller.broker_changes", lambda: [(self.election_time[0], {})],
-                    description="storage node joins and departures handled")
-        tel.counter("riverbed.controller.election.time", lambda: [(self.election_time[1], {})],
+        tel.counter("riverbed.controller.broker_changes", lambda: [(core.broker_changes, {})],
+                    description="storage node joins and departures handled while active (one "
+                                "per node, however many one ZooKeeper event carries)")
+        tel.counter("riverbed.controller.election.time", lambda: [(self.election_time_s, {})],
                     unit="s", description="time spent electing leaders after node changes")
         tel.counter("riverbed.controller.requests", rm.requests_obs, description="requests per API")
         tel.counter("riverbed.controller.request.time", rm.time_obs, unit="s",
@@ -450,8 +451,7 @@ class ControllerService:
                 if self.core.active:
                     t0 = time.perf_counter()
                     await self._execute(self.core.handle(BrokersChanged(brokers), _now_ms()))
-                    self.election_time[0] += 1
-                    self.election_time[1] += time.perf_counter() - t0
+                    self.election_time_s += time.perf_counter() - t0
 
     async def _admin_loop(self) -> None:
         """Tools write /admin/reassign_partitions and /admin/preferred_replica_election. The

@@ -383,3 +383,16 @@ def test_describe_cluster():
     out = core.handle(RequestReceived(Api.DESCRIBE_CLUSTER, metadata_pb2.DescribeClusterRequest()), 0)
     body = reply(out).body
     assert [b.node_id for b in body.brokers] == [1, 3] and body.controller_id == 100
+
+
+def test_broker_changes_count_each_node_joining_or_leaving_however_the_events_coalesce():
+    core = new_core(live=())
+    core.handle(BrokersChanged(brokers(1, 2, 3)), 0)     # three joins in one ZooKeeper event
+    assert core.broker_changes == 3
+    core.handle(BrokersChanged(brokers(1, 2, 3)), 10)    # nothing changed
+    assert core.broker_changes == 3
+    core.handle(BrokersChanged(brokers(1)), 20)          # two leave at once
+    assert core.broker_changes == 5
+    standby = ControllerCore(ControllerConfig(controller_id=7), random.Random(0))
+    standby.handle(BrokersChanged(brokers(1, 2)), 0)     # a standby counts nothing
+    assert standby.broker_changes == 0
