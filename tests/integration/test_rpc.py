@@ -541,6 +541,60 @@ def test_async_channel_waits_for_a_connection_and_never_sends_a_timed_out_reques
     run(body)
 
 
+class Unanswering:
+    """Takes every request and never answers (a process about to stop)."""
+
+    def __init__(self):
+        self.seen: list[int] = []
+
+    async def hang(self, req):
+        self.seen.append(req.api)
+        await asyncio.Event().wait()
+
+    def handlers(self):
+        return {ApiKey.METADATA: self.hang, ApiKey.PRODUCE: self.hang}
+
+
+def test_requests_lost_with_a_stopped_server_are_resent_to_its_successor_or_failed_at_once():
+    # Issue 24: a request the old process took and never answered was awaited for its whole
+    # timeout (the controller's LEADER_AND_ISR to a restarted node: 30 s). Now the lost METADATA
+    # (safe to repeat) goes to the new server, and the lost PRODUCE (not safe: it may have been
+    # appended) fails at once; both have 10-minute timeouts, far beyond this test's.
+    async def body(ctx):
+        endpoint = f"tcp://127.0.0.1:{_free_port()}"
+        old = Unanswering()
+        server = RpcServer(endpoint, old.handlers(), name="old", context=ctx)
+        task = asyncio.create_task(server.serve())
+        ch = AsyncChannel(endpoint, client_id="t", context=ctx)
+        try:
+            safe = asyncio.create_task(ch.call(ApiKey.METADATA, md("lost"), timeout_ms=600_000))
+            unsafe = asyncio.create_task(ch.call(ApiKey.PRODUCE, produce_pb2.ProduceRequest(),
+                                                 timeout_ms=600_000))
+            while len(old.seen) < 2:                  # both taken by the old server
+                await asyncio.sleep(0.001)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await server.close()                      # the old process is gone
+            with pytest.raises(errors.NetworkError, match="connection was lost"):
+                await unsafe
+            assert not safe.done()                    # waits for the next connection
+            svc = EchoService()
+            server = RpcServer(endpoint, svc.handlers(), name="new", context=ctx)
+            task = asyncio.create_task(server.serve())
+            try:
+                assert names(await safe) == ["lost"]
+                assert svc.seen == ["lost"]
+                assert (ch.connections_lost, ch.requests_resent,
+                        ch.requests_failed_on_loss) == (1, 1, 1)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                await server.close()
+        finally:
+            await ch.close()
+    run(body)
+
+
 def test_closing_a_channel_fails_its_waiting_calls():
     async def body(ctx):
         svc = EchoService()
