@@ -458,7 +458,8 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
     def _leader_and_isr(self, node: int, partitions: list[TopicPartition],
                         is_new: bool = False) -> SendLeaderAndIsr:
         req = controller_pb2.LeaderAndIsrRequest(
-            controller_id=self.config.controller_id, controller_epoch=self.controller_epoch)
+            controller_id=self.config.controller_id, controller_epoch=self.controller_epoch,
+            broker_epoch=self._broker_epoch(node))
         leaders: set[int] = set()
         add = req.partitions.add          # built in place: no copy per partition (10,000 here)
         for topic, p in partitions:
@@ -472,6 +473,12 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         for b in sorted(leaders):
             req.live_leaders.append(self._broker_pb(self.brokers[b]))
         return SendLeaderAndIsr(node, req)
+
+    def _broker_epoch(self, node: int) -> int:
+        """The registration (broker epoch) of `node` a request to it is meant for; 0 when not
+        known (not stamped: the node does not check it)."""
+        b = self.brokers.get(node)
+        return b.epoch if b is not None and b.epoch > 0 else 0
 
     @staticmethod
     def _broker_pb(b: BrokerInfo) -> common_pb2.Broker:

@@ -145,7 +145,7 @@ class TopicAdmin:
         for node in sorted(per_node):
             out.append(SendStopReplica(node, controller_pb2.StopReplicaRequest(
                 controller_id=self.config.controller_id, controller_epoch=self.controller_epoch,
-                delete_partitions=True,
+                broker_epoch=self._broker_epoch(node), delete_partitions=True,
                 partitions=[common_pb2.TopicPartition(topic=name, partition=p)
                             for p in per_node[node]])))
         self._write(out, DeleteTopicZnodes(name, tuple(sorted(t.states)), True, True))

@@ -195,6 +195,17 @@ def compute_high_watermark(leader_id: int, leader_leo: int, isr: Iterable[int],
     return hw
 
 
+def stale_broker_epoch(requested: int, own: int) -> bool:
+    """A controller request stamped for registration `requested` of this node (its broker
+    epoch: the czxid of /brokers/ids/<id>) is stale when this node has registered since (`own`
+    is newer): it was meant for an earlier incarnation, e.g. a process that stopped before it
+    was answered and whose request a channel sent again to its successor (KIP-380's
+    STALE_BROKER_EPOCH). Unstamped requests (0, an older controller) and a node not registered
+    yet (own < 0) are not refused; a newer stamp is this node's registration seen by the
+    controller before this node's own thread noted it."""
+    return requested > 0 and own > 0 and requested < own
+
+
 def fetcher_id(tp: TopicPartition, num_replica_fetchers: int) -> int:
     """Which of a leader's fetchers pulls tp: a stable hash (not Python's salted hash())."""
     return zlib.crc32(f"{tp[0]}-{tp[1]}".encode()) % max(1, num_replica_fetchers)

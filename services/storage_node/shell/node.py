@@ -45,7 +45,7 @@ from services.storage_node.core.producer_state import Verdict
 from services.storage_node.core.purgatory import FetchWaiters, ProducePurgatory
 from services.storage_node.core.replica_state import (NONE, BecomeFollower, BecomeLeader,
                                                       LocalLog, PartitionStateIn, ReplicaManager,
-                                                      Role)
+                                                      Role, stale_broker_epoch)
 from services.storage_node.shell import log_access, log_dirs_admin
 from services.storage_node.shell.controller_heartbeat import ControllerHeartbeat
 from services.storage_node.shell import metrics as node_metrics
@@ -64,6 +64,7 @@ OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.code
 INVALID_REQUEST = errors.InvalidRequestError.code
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
 INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcksError.code
+STALE_BROKER_EPOCH = errors.StaleBrokerEpochError.code
 # The tick task wakes at least this often even with nothing waiting (bounds clock drift).
 IDLE_TICK_S = 1.0
 
@@ -508,8 +509,22 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
     # =========================================================================================
     # LEADER_AND_ISR / STOP_REPLICA
 
+    def _stale_registration(self, broker_epoch: int) -> str | None:
+        """Why a controller request stamped for `broker_epoch` is refused (an earlier
+        registration of this node), or None."""
+        if stale_broker_epoch(broker_epoch, self.broker_epoch):
+            log.info("[node %d] refused a controller request for broker epoch %d (registered "
+                     "as %d since)", self.cfg.broker_id, broker_epoch, self.broker_epoch)
+            return (f"broker epoch {broker_epoch} is stale: node {self.cfg.broker_id} "
+                    f"registered as {self.broker_epoch} since")
+        return None
+
     async def handle_leader_and_isr(self, req: Request) -> Reply:
         body: controller_pb2.LeaderAndIsrRequest = req.body
+        why = self._stale_registration(body.broker_epoch)
+        if why is not None:
+            return Reply(controller_pb2.LeaderAndIsrResponse(
+                error_code=STALE_BROKER_EPOCH, error_message=why))
         states = [PartitionStateIn(s.topic, s.partition, s.leader, s.leader_epoch, tuple(s.isr),
                                    tuple(s.replicas), dict(s.topic_configs), s.zk_version)
                   for s in body.partitions]
@@ -596,6 +611,10 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
 
     async def handle_stop_replica(self, req: Request) -> Reply:
         body: controller_pb2.StopReplicaRequest = req.body
+        why = self._stale_registration(body.broker_epoch)
+        if why is not None:
+            return Reply(controller_pb2.StopReplicaResponse(
+                error_code=STALE_BROKER_EPOCH, error_message=why))
         tps = [(p.topic, p.partition) for p in body.partitions]
         code, perrs, removed = self.core.stop_replica(body.controller_epoch, tps)
         resp = controller_pb2.StopReplicaResponse(error_code=code)

@@ -128,3 +128,12 @@ def test_stop_replica_epoch_checked():
     code, perrs, removed = rm.stop_replica(4, [T, ("nope", 0)])
     assert code == NONE and removed == [T] and rm.get(T) is None
     assert rm.leader_check(T) == errors.UnknownTopicOrPartitionError.code
+
+
+def test_a_controller_request_meant_for_an_earlier_registration_is_stale():
+    from services.storage_node.core.replica_state import stale_broker_epoch
+    assert stale_broker_epoch(100, 200)          # the old process's request, resent to its successor
+    assert not stale_broker_epoch(200, 200)
+    assert not stale_broker_epoch(300, 200)      # the controller saw our registration first
+    assert not stale_broker_epoch(0, 200)        # not stamped (an older controller)
+    assert not stale_broker_epoch(100, -1)       # not registered yet: nothing to compare with
