@@ -261,8 +261,12 @@ class TopicAdmin:
                             configs.pop(k, None)
                         configs.update(topic_config.normalise(dict(a.set)))
                         if configs != t.configs:
+                            min_isr_changed = (configs.get("min.insync.replicas")
+                                               != t.configs.get("min.insync.replicas"))
                             self._write(out, WriteTopicConfig(t.name, configs, t.config_version))
                             log.info("topic %s configs: %s", t.name, configs)
+                            if min_isr_changed:      # KIP-966: the ELR said "below the old one"
+                                self._clear_elr(out, t.name)
                             self._send_leader_and_isr(
                                 out, [(t.name, p) for p in sorted(t.assignment)])
                             # e.g. unclean.leader.election.enable turned on for an offline

@@ -200,6 +200,10 @@ class ControllerService:
         tel.counter("riverbed.controller.unclean_leader_elections",
                     lambda: [(core.unclean_elections, {})],
                     description="leaders elected from outside the ISR")
+        tel.counter("riverbed.controller.elr_leader_elections",
+                    lambda: [(core.elr_elections, {})],
+                    description="clean leader elections of an eligible leader replica (KIP-966: "
+                                "no ISR member was live)")
         tel.counter("riverbed.controller.fenced_brokers",
                     lambda: [(core.liveness.fencings, {})],
                     description="storage nodes fenced for missing heartbeats "

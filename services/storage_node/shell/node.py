@@ -92,7 +92,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
 
     def __init__(self, cfg: StorageNodeConfig):
         self.cfg = cfg
-        self.core = ReplicaManager(cfg.broker_id)
+        self.core = ReplicaManager(cfg.broker_id, min_insync_of=self._min_insync)
         self.produce_purgatory = ProducePurgatory()
         self.fetch_waiters = FetchWaiters(cfg.queued_max_requests)
         # Followers' incremental fetch sessions (KIP-227). Random ids: a restarted node does not
@@ -269,10 +269,15 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
 
     def _registration(self) -> bytes:
         cfg = self.cfg
+        # KIP-966: the first registration of a process that started after an unclean shutdown
+        # says so (the controller takes this node out of every ELR); a later one (a new
+        # ZooKeeper session of the same process) does not.
+        unclean = bool(self.logs.manager.unclean_dirs) if self.logs is not None \
+            and self.broker_epoch < 0 else False
         return znodes.encode_broker(znodes.BrokerInfo(
             broker_id=cfg.broker_id, host=cfg.host_name, port=cfg.port,
             endpoints=(cfg.endpoint,), timestamp_ms=int(time.time() * 1000),
-            offline_partitions=self.offline_partitions()))
+            offline_partitions=self.offline_partitions(), unclean_shutdown=unclean))
 
     def offline_partitions(self) -> tuple[tuple[str, int], ...]:
         """Replicas this node cannot serve: in failed log dirs, or in dirs low on space."""
