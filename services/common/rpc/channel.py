@@ -198,6 +198,8 @@ class AsyncChannel:
         arrived before it are delivered first, then the requests it carried are resent or
         failed (after_connection_lost)."""
         conn = self._conn
+        if not conn.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            return                    # no event waiting (the common case, before every send)
         conn.process()
         if conn.connections_lost == self._losses_seen:
             return
