@@ -115,8 +115,8 @@ def run_round(fleet, admin, zk, args, i: int, log) -> dict[str, Any]:
     full: list[float] = []
     existing = zk.get_children(zn.BROKER_TOPICS)
     watcher = threading.Thread(target=lambda: full.append(_wait(
-        lambda: _isr_full(zk, existing) and time.monotonic(), "every ISR full", timeout_s=args.timeout_s)),
-        daemon=True)
+        lambda: _isr_full(zk, existing) and time.monotonic(), "every ISR full",
+        timeout_s=args.timeout_s)), daemon=True)
     watcher.start()
     fresh = f"fresh-{i}"
     # as soon as the controller counts the node live again (until then: "replication factor 3

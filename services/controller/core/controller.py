@@ -287,7 +287,8 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
                     continue
                 replicas = t.assignment.get(p, ())
                 elr = tuple(r for r in st.elr if r not in nodes)
-                last = eligible_leaders._ordered(set(st.last_known_elr) | set(gone), replicas)
+                last = eligible_leaders.in_replica_order(set(st.last_known_elr) | set(gone),
+                                                         replicas)
                 log.warning("[%s-%d] storage node(s) %s shut down uncleanly: no longer eligible "
                             "leaders", t.name, p, gone)
                 self._write_state(out, t.name, p, st.leader, st.leader_epoch, st.isr,
@@ -421,29 +422,25 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
                     if live_isr != st.isr:          # a follower died: shrink the ISR
                         changes[(t.name, p)] = (st.leader, st.leader_epoch + 1, live_isr)
                     continue
-                candidates = self._prefer_running([r for r in replicas if r in live_isr])
-                eligible = self._prefer_running([r for r in replicas if r in st.elr and r in live])
-                if candidates:
-                    changes[(t.name, p)] = (candidates[0], st.leader_epoch + 1, live_isr)
+                elr = st.elr if self.config.eligible_leader_replicas_enable else ()
+                won = eligible_leaders.elect(replicas, st.isr, elr, live, unclean_enabled=unclean,
+                                             prefer=self._prefer_running)
+                if won.how:
+                    changes[(t.name, p)] = (won.leader, st.leader_epoch + 1, won.isr)
                     self.leader_elections += 1
-                elif eligible and self.config.eligible_leader_replicas_enable:
+                if won.how == "elr":
                     # KIP-966: no live ISR member, but a replica that was in the ISR when it fell
                     # below min.insync.replicas is live: a clean election.
                     log.info("[%s-%d] leader from the eligible leader replicas %s: %d (ISR %s "
-                             "has no live member)", t.name, p, list(st.elr), eligible[0],
+                             "has no live member)", t.name, p, list(st.elr), won.leader,
                              list(st.isr))
-                    changes[(t.name, p)] = (eligible[0], st.leader_epoch + 1, (eligible[0],))
-                    self.leader_elections += 1
                     self.elr_elections += 1
-                elif unclean and any(r in live for r in replicas):
-                    leader = self._prefer_running([r for r in replicas if r in live])[0]
+                elif won.how == "unclean":
                     log.warning("[%s-%d] unclean leader election: %d (not in the ISR %s) leads; "
                                 "records committed since it fell behind are lost",
-                                t.name, p, leader, list(st.isr))
-                    changes[(t.name, p)] = (leader, st.leader_epoch + 1, (leader,))
-                    self.leader_elections += 1
+                                t.name, p, won.leader, list(st.isr))
                     self.unclean_elections += 1
-                elif st.leader != NO_LEADER:
+                elif not won.how and st.leader != NO_LEADER:
                     # No live in-sync replica: offline. Keep the ISR (see the module doc).
                     changes[(t.name, p)] = (NO_LEADER, st.leader_epoch + 1, st.isr)
         return changes

@@ -29,7 +29,7 @@ committed until the ISR is back at min.insync.replicas. Those replicas stay *eli
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
@@ -48,7 +48,7 @@ def min_isr(topic_configs: Mapping[str, str], default: int, replication_factor: 
     return max(1, min(value, replication_factor)) if replication_factor > 0 else max(1, value)
 
 
-def _ordered(members: Iterable[int], replicas: tuple[int, ...]) -> tuple[int, ...]:
+def in_replica_order(members: Iterable[int], replicas: tuple[int, ...]) -> tuple[int, ...]:
     """`members` in replica order (then any others, sorted: replicas that left the assignment
     are dropped by the caller)."""
     s = set(members)
@@ -70,7 +70,7 @@ def next_elr(old_isr: tuple[int, ...], old_elr: tuple[int, ...],
     elr = {r for r in candidates if r not in new and r not in unclean and r in assigned}
     last = {r for r in candidates | set(old_last_known)
             if r not in new and r not in elr and r in assigned}
-    return _ordered(elr, replicas), _ordered(last, replicas)
+    return in_replica_order(elr, replicas), in_replica_order(last, replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ class Election:
 
 def elect(replicas: tuple[int, ...], isr: tuple[int, ...], elr: tuple[int, ...],
           live: Iterable[int] | Mapping, *, unclean_enabled: bool,
-          prefer: callable = lambda cands: cands) -> Election:
+          prefer: Callable[[list[int]], list[int]] = lambda cands: cands) -> Election:
     """Choose a leader among `live` replicas (see the module doc). `prefer` orders candidates
     (the controller puts nodes that are shutting down last)."""
     live_isr = [r for r in replicas if r in isr and r in live]
