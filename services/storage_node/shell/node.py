@@ -117,6 +117,11 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self._stopping = False
         self._closing = False            # no new background work (ISR proposals)
         self._alter_tasks: set[asyncio.Task] = set()
+        # ISR proposals waiting to be sent, the newest per partition, and their one sender
+        # (controller_link._alter_sender)
+        self._alter_queue: dict = {}
+        self._alter_wake = asyncio.Event()
+        self._alter_task: asyncio.Task | None = None
         self.logs: log_access.Logs | None = None
         self.server: RpcServer | None = None
         self.zk = None
