@@ -35,21 +35,9 @@ import threading
 import time
 from typing import Any
 
+from loadgen.failover_bench import _wait
+
 NODE = "storage-3"
-
-
-def _wait(pred, what: str, timeout_s: float = 120.0, interval_s: float = 0.02):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            v = pred()
-        except Exception:  # noqa: BLE001 - the cluster is moving: try again
-            v = None
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(interval_s)
 
 
 def _isr_full(zk, topics=None) -> bool:
@@ -96,7 +84,7 @@ def _acks_all_everywhere(bootstrap, topic: str, partitions: int, timeout_s: floa
 
 
 def run_round(fleet, admin, zk, args, i: int, log) -> dict[str, Any]:
-    from riverbed import NewTopic, Producer
+    from riverbed import NewTopic, Producer, errors
     from services.common import znodes as zn
     topic = f"restart-{i}"
     admin.create_topics([NewTopic(topic, num_partitions=args.partitions, replication_factor=3)])
@@ -121,10 +109,15 @@ def run_round(fleet, admin, zk, args, i: int, log) -> dict[str, Any]:
     fresh = f"fresh-{i}"
     # as soon as the controller counts the node live again (until then: "replication factor 3
     # must be in [1, live storage nodes = 2]")
-    _wait(lambda: admin.create_topics([NewTopic(fresh, num_partitions=args.partitions,
-                                                replication_factor=3,
-                                                configs={"min.insync.replicas": "3"})]) or True,
-          f"{fresh} created", timeout_s=args.timeout_s)
+    def create() -> bool:
+        try:
+            admin.create_topics([NewTopic(fresh, num_partitions=args.partitions,
+                                          replication_factor=3,
+                                          configs={"min.insync.replicas": "3"})])
+        except errors.TopicAlreadyExistsError:     # an earlier attempt's answer was lost
+            pass
+        return True
+    _wait(create, f"{fresh} created", timeout_s=args.timeout_s)
     acked = _acks_all_everywhere([fleet.gateway_endpoint], fresh, args.partitions,
                                  args.timeout_s)
     watcher.join()
