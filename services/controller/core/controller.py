@@ -12,7 +12,9 @@ version by exactly one per write, so the core knows the version its next conditi
 
 Leader election (seed 002, docs/contracts.md): a partition's leader is the first replica, in
 replica order, that is alive and in the ISR; the leader epoch grows by one at every change; the
-ISR shrinks to live members. With no live ISR member the leader becomes -1 and the ISR is kept
+ISR shrinks to live members. With no live ISR member, the first live eligible leader replica
+(KIP-966, eligible_leaders.py: a replica that was in the ISR when it fell below
+min.insync.replicas) leads with ISR = [it]; with none, the leader becomes -1 and the ISR is kept
 as it was (so the last in-sync replica can lead again when it returns), unless the topic sets
 unclean.leader.election.enable (topic config over the controller's default), which picks the
 first live replica with ISR = [it].
@@ -337,8 +339,9 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
     def _on_brokers_changed(self, ev: BrokersChanged, now_ms: int) -> list[Effect]:
         registered = {b.node_id: b for b in ev.brokers}
         fresh = {i for i, b in registered.items() if self.registered.get(i) != b}
+        old = self.registered
         unclean = {i for i in fresh if registered[i].unclean_shutdown
-                   and (i not in self.registered or registered[i].epoch != self.registered[i].epoch)}
+                   and (i not in old or registered[i].epoch != old[i].epoch)}
         self.registered = registered
         self.liveness.registered(registered, fresh, now_ms)
         out: list[Effect] = []

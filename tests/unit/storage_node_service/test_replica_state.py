@@ -132,7 +132,7 @@ def test_stop_replica_epoch_checked():
 
 def test_a_controller_request_meant_for_an_earlier_registration_is_stale():
     from services.storage_node.core.replica_state import stale_broker_epoch
-    assert stale_broker_epoch(100, 200)          # the old process's request, resent to its successor
+    assert stale_broker_epoch(100, 200)      # the old process's request, resent to its successor
     assert not stale_broker_epoch(200, 200)
     assert not stale_broker_epoch(300, 200)      # the controller saw our registration first
     assert not stale_broker_epoch(0, 200)        # not stamped (an older controller)
