@@ -46,6 +46,10 @@ SUITES: tuple[Suite, ...] = (
     Suite("curve-ceiling", "loadgen.curve_ceiling", "CurveZMQ alone",
           "one PUSH->PULL stream, NONE vs CURVE: MB/s and the I/O threads' CPU per GB",
           quick_args=("--seconds", "0.5", "--rounds", "1"), duration="seconds"),
+    Suite("kafka-codec", "loadgen.kafka_codec", "Kafka protocol codec",
+          "kio's decode/encode per Produce, Fetch and Metadata request beside the SDK path's "
+          "protobuf for the same content (µs, one core)",
+          quick_args=("--seconds", "0.2"), duration="seconds"),
     Suite("bench", "loadgen.bench", "Produce matrix",
           "100 B / 1 KiB, acks 1 / all, RF 1 / 3, none / lz4, each beside the same command "
           "over the null sink; then the repl suite's rows",
@@ -75,6 +79,12 @@ SUITES: tuple[Suite, ...] = (
           quick_args=("--skip-throughput", "--modes", "heartbeat", "--client-defaults",
                       "--kills", "1", "--sustain-s", "0"),
           needs=("fleet",), duration="ten minutes", make_target="make bench-failover"),
+    Suite("restart", "loadgen.restart_bench", "Restart and rejoin",
+          "a storage node stopped with a controlled shutdown and started again: seconds from "
+          "its start until every ISR is full, and until a topic created at that moment takes "
+          "acks=all writes on every partition",
+          quick_args=("--rounds", "1", "--partitions", "10"), needs=("fleet",),
+          duration="a few minutes"),
     Suite("gateway-failover", "loadgen.gateway_failover_bench", "Gateway failover",
           "the stall of a producer and a consumer when their gateway is SIGKILLed, fail-fast "
           "channels vs waiting out the request timeout",

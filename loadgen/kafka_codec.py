@@ -19,6 +19,7 @@ ZeroMQ path's codec for the same work.
 from __future__ import annotations
 
 import argparse
+import json
 import datetime
 import io
 import time
@@ -152,10 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-bytes", type=int, default=16384,
                     help="record batch bytes per partition (16384)")
     ap.add_argument("--seconds", type=float, default=1.0, help="seconds per measurement (1)")
+    ap.add_argument("--json", metavar="FILE",
+                    help="also write the figures as JSON (riverbed-bench records them)")
     a = ap.parse_args(argv)
     print(f"{'operation':34} {'kio µs':>9} {'protobuf µs':>12} {'ratio':>7}")
-    for name, k, p in rows(a.partitions, a.batch_bytes, a.seconds):
+    measured = rows(a.partitions, a.batch_bytes, a.seconds)
+    for name, k, p in measured:
         print(f"{name:34} {k:9.1f} {p:12.1f} {k / p:7.1f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"partitions": a.partitions, "batch_bytes": a.batch_bytes,
+                       "rows": [{"row": name, "kio_us": k, "protobuf_us": p, "ratio": k / p}
+                                for name, k, p in measured]}, f, indent=2)
     return 0
 
 

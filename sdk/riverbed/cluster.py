@@ -111,7 +111,8 @@ class ClusterMetadata:
             topic_errors.pop(t.name, None)
             parts = tuple(sorted(
                 (PartitionInfo(t.name, p.partition, p.leader, tuple(p.replicas), tuple(p.isr),
-                               tuple(p.offline_replicas), p.leader_epoch, p.error_code)
+                               tuple(p.offline_replicas), p.leader_epoch, p.error_code,
+                               tuple(p.eligible_leader_replicas), tuple(p.last_known_elr))
                  for p in t.partitions), key=lambda p: p.partition))
             partitions[t.name] = parts
             available[t.name] = tuple(p.partition for p in parts if p.leader >= 0)

@@ -108,6 +108,7 @@ InvalidFetchSessionEpochError = _error("INVALID_FETCH_SESSION_EPOCH", retriable=
 TopicDeletionDisabledError = _error("TOPIC_DELETION_DISABLED")
 FencedLeaderEpochError = _error("FENCED_LEADER_EPOCH", retriable=True, refresh=True)
 UnknownLeaderEpochError = _error("UNKNOWN_LEADER_EPOCH", retriable=True, refresh=True)
+StaleBrokerEpochError = _error("STALE_BROKER_EPOCH")
 OffsetNotAvailableError = _error("OFFSET_NOT_AVAILABLE", retriable=True, refresh=True)
 MemberIdRequiredError = _error("MEMBER_ID_REQUIRED")
 PreferredLeaderNotAvailableError = _error("PREFERRED_LEADER_NOT_AVAILABLE", retriable=True)

@@ -117,7 +117,9 @@ class ConfigResource:
 
 @dataclass(frozen=True)
 class PartitionInfo:
-    """One partition as the cluster metadata describes it. leader is -1 when there is none."""
+    """One partition as the cluster metadata describes it. leader is -1 when there is none.
+    `elr`: eligible leader replicas (KIP-966), replicas outside the ISR that may still be
+    elected cleanly; `last_known_elr`: those that were and no longer are (unclean shutdown)."""
     topic: str
     partition: int
     leader: int
@@ -126,6 +128,8 @@ class PartitionInfo:
     offline_replicas: tuple[int, ...] = ()
     leader_epoch: int = -1
     error_code: int = 0
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,12 @@ Connection states (kazoo `protocol/states.py`, `recipe/lock.py`):
 kazoo calls listeners on its connection thread, where they must not block nor call ZooKeeper.
 `SessionWatcher` only enqueues there and runs your callbacks on its own thread, in order.
 
+Reconnecting (issue 24): kazoo's default connection retry doubles its delay from 0.1 s up to an
+hour, so after a network cut of a minute a client could wait up to another minute before its
+next attempt: a storage node that was cut off re-registered (and got its replicas back) that
+much later than the network returned. `connection_retry()` caps the delay at
+RECONNECT_DELAY_MAX_S, as ZooKeeper's own client, which waits at most a second between attempts.
+
 Security (Kafka's `zookeeper.set.acl`): a process that installed a `ZkAuth` (service_main does,
 from `zookeeper.credentials.file` = a file holding `user:password`) authenticates every session
 with ZooKeeper's digest scheme and, with `set_acl`, creates every znode with the ACL
@@ -37,11 +43,22 @@ from kazoo.exceptions import NoNodeError, NodeExistsError
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl, make_digest_acl
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
+from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ZkConnectError", "split_chroot", "connect", "close", "SessionState", "SessionChange",
-           "SessionWatcher", "ZkAuth", "install_auth", "secure_tree"]
+           "SessionWatcher", "ZkAuth", "install_auth", "secure_tree", "connection_retry",
+           "RECONNECT_DELAY_MAX_S"]
+
+# Longest wait between two attempts to reach a ZooKeeper server (see the module doc).
+RECONNECT_DELAY_MAX_S = 1.0
+
+
+def connection_retry() -> KazooRetry:
+    """kazoo's retry policy for (re)connecting: forever, from 0.1 s doubling up to
+    RECONNECT_DELAY_MAX_S (plus kazoo's jitter of up to 40%)."""
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=RECONNECT_DELAY_MAX_S)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,13 +165,13 @@ def connect(connect_string: str, *, timeout_s: float = 15.0, session_timeout_ms:
               logger=logger or logging.getLogger("kazoo.client"),
               auth_data=auth.auth_data or None, default_acl=auth.acl)
     if chroot and create_chroot:
-        root = KazooClient(hosts=hosts, **kw)
+        root = KazooClient(hosts=hosts, connection_retry=connection_retry(), **kw)
         _start(root, timeout_s, hosts)
         try:
             root.ensure_path(chroot)
         finally:
             close(root)
-    client = KazooClient(hosts=hosts + (chroot or ""), **kw)
+    client = KazooClient(hosts=hosts + (chroot or ""), connection_retry=connection_retry(), **kw)
     _start(client, timeout_s, connect_string)
     return client
 

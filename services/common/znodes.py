@@ -262,6 +262,10 @@ class BrokerInfo:
     # Replicas in log dirs that failed on this node (KIP-112): the controller treats them as
     # offline until the node registers again without them.
     offline_partitions: tuple[tuple[str, int], ...] = ()
+    # The process found a log dir without its clean-shutdown marker when it started: it may
+    # have lost what the page cache held (KIP-966: such a node leaves every ELR). Written only
+    # when true.
+    unclean_shutdown: bool = False
 
 
 def encode_broker(info: BrokerInfo) -> bytes:
@@ -270,6 +274,8 @@ def encode_broker(info: BrokerInfo) -> bytes:
            "timestamp": str(info.timestamp_ms)}
     if info.offline_partitions:
         obj["offline_partitions"] = [[t, p] for t, p in info.offline_partitions]
+    if info.unclean_shutdown:
+        obj["unclean_shutdown"] = True
     return _dump(obj)
 
 
@@ -288,7 +294,9 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerInfo:
                       port=_field(w, obj, "port", int, data), endpoints=tuple(endpoints),
                       rack=_field(w, obj, "rack", str, data, optional=True),
                       timestamp_ms=_timestamp(w, obj, data),
-                      offline_partitions=tuple((t, p) for t, p in offline))
+                      offline_partitions=tuple((t, p) for t, p in offline),
+                      unclean_shutdown=_field(w, obj, "unclean_shutdown", bool, data,
+                                              optional=True, default=False))
 
 
 # --- /log_dir_event_notification/log_dir_event_<seq> --------------------------------------------
@@ -345,26 +353,43 @@ NO_LEADER = -1
 
 @dataclasses.dataclass(frozen=True)
 class PartitionState:
-    """Kafka's LeaderIsrAndControllerEpoch. `leader` is NO_LEADER (-1) when there is none."""
+    """Kafka's LeaderIsrAndControllerEpoch. `leader` is NO_LEADER (-1) when there is none.
+
+    Eligible leader replicas (KIP-966, since issue 24): `elr`, replicas that left the ISR while
+    it was below min.insync.replicas and may still be elected cleanly, and `last_known_elr`,
+    those that were and no longer are (an unclean shutdown). Written only when non-empty
+    (`eligible_leader_replicas`, `last_known_elr`), so a state without them is byte for byte
+    what older writers wrote, and older readers skip them (extra fields are allowed)."""
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 def encode_partition_state(state: PartitionState) -> bytes:
-    return _dump({"version": PARTITION_STATE_VERSION, "controller_epoch": state.controller_epoch,
-                  "leader": state.leader, "leader_epoch": state.leader_epoch,
-                  "isr": list(state.isr)})
+    obj: dict[str, Any] = {"version": PARTITION_STATE_VERSION,
+                           "controller_epoch": state.controller_epoch, "leader": state.leader,
+                           "leader_epoch": state.leader_epoch, "isr": list(state.isr)}
+    if state.elr:
+        obj["eligible_leader_replicas"] = list(state.elr)
+    if state.last_known_elr:
+        obj["last_known_elr"] = list(state.last_known_elr)
+    return _dump(obj)
 
 
 def decode_partition_state(data: bytes) -> PartitionState:
     w = "partition state"
     obj = _load(w, data)
+    elr = _field(w, obj, "eligible_leader_replicas", list, data, optional=True, default=[])
+    last = _field(w, obj, "last_known_elr", list, data, optional=True, default=[])
     return PartitionState(leader=_field(w, obj, "leader", int, data),
                           leader_epoch=_field(w, obj, "leader_epoch", int, data),
                           isr=_int_list(w, _field(w, obj, "isr", list, data), "isr", data),
-                          controller_epoch=_field(w, obj, "controller_epoch", int, data))
+                          controller_epoch=_field(w, obj, "controller_epoch", int, data),
+                          elr=_int_list(w, elr, "eligible_leader_replicas", data),
+                          last_known_elr=_int_list(w, last, "last_known_elr", data))
 
 
 # --- /controller (ephemeral) and /controller_epoch --------------------------------------------

@@ -28,6 +28,14 @@ class ControllerConfig:
     # Cluster default for the topic key of the same name: may a live replica that is not in the
     # ISR become leader when no ISR member is alive (losing committed records)? Kafka: false.
     unclean_leader_election_enable: bool = False
+    # Cluster default for the topic key of the same name (the storage nodes' default must be
+    # the same): with eligible leader replicas (KIP-966), replicas that leave the ISR while it
+    # is below this stay eligible for a clean election (core/eligible_leaders.py).
+    min_insync_replicas: int = 1
+    # Track eligible leader replicas (ELR, LastKnownElr) in the partition states and elect from
+    # them when no ISR member is live (Kafka 4's eligible.leader.replicas.version=1). false:
+    # never populated (and dropped at each partition's next state write).
+    eligible_leader_replicas_enable: bool = True
     # Move leadership back to preferred replicas when a node's share of partitions it prefers
     # but does not lead is above leader.imbalance.per.broker.percentage, checked every
     # leader.imbalance.check.interval.seconds (Kafka's defaults).
@@ -77,6 +85,8 @@ class ControllerConfig:
             raise ValueError("leader.imbalance.check.interval.seconds must be >= 1")
         if self.controller_socket_timeout_ms < 1:
             raise ValueError("controller.socket.timeout.ms must be >= 1")
+        if self.min_insync_replicas < 1:
+            raise ValueError("min.insync.replicas must be >= 1")
 
     @property
     def endpoint(self) -> str:

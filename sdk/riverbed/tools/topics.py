@@ -29,7 +29,8 @@ def add_command(subparsers) -> None:
     c.add_argument("--if-not-exists", action="store_true", help="do nothing if the topic exists")
     li = action("list", "list topics", False)
     li.add_argument("--json", action="store_true", help="print a JSON list on stdout")
-    d = action("describe", "describe topics: partitions, leaders, replicas, ISR, configs", False)
+    d = action("describe", "describe topics: partitions, leaders, replicas, ISR, eligible "
+               "leader replicas (Elr, LastKnownElr), configs", False)
     d.add_argument("--json", action="store_true",
                    help="print the topics as JSON on stdout (leader null where none)")
     d.add_argument("--under-replicated-partitions", action="store_true",
@@ -44,17 +45,24 @@ def add_command(subparsers) -> None:
     x.add_argument("--if-exists", action="store_true", help="do nothing if the topic does not exist")
 
 
+def _ids(nodes) -> str:
+    return ",".join(map(str, nodes))
+
+
 def format_description(desc) -> list[str]:
-    """Kafka 0.8's describe output: a topic line, then one tab-indented line per partition
-    (with Kafka 1.0's `Offline:` replicas — down, or their log dir offline — when there are)."""
+    """Kafka 0.8's describe output: a topic line, then one tab-indented line per partition,
+    with Kafka 4's `Elr:` and `LastKnownElr:` after `Isr:` (eligible leader replicas, KIP-966:
+    replicas outside the ISR that may still be elected cleanly, and those that no longer may)
+    and Kafka 1.0's `Offline:` replicas (down, or their log dir offline) when there are."""
     configs = ",".join(f"{k}={v}" for k, v in sorted(desc.configs.items()))
     lines = [f"Topic:{desc.name}\tPartitionCount:{len(desc.partitions)}\t"
              f"ReplicationFactor:{desc.replication_factor}\tConfigs:{configs}"]
     for p in desc.partitions:
         lines.append(f"\tTopic: {desc.name}\tPartition: {p.partition}\tLeader: "
                      f"{p.leader if p.leader >= 0 else 'none'}\t"
-                     f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
-                     + (f"\tOffline: {','.join(map(str, p.offline_replicas))}"
+                     f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
+                     f"Elr: {_ids(p.elr)}\tLastKnownElr: {_ids(p.last_known_elr)}"
+                     + (f"\tOffline: {_ids(p.offline_replicas)}"
                         if p.offline_replicas else ""))   # KIP-112: replicas whose log dir failed
     return lines
 
@@ -65,6 +73,7 @@ def description_json(desc) -> dict:
             "partitions": [{"partition": p.partition,
                             "leader": p.leader if p.leader >= 0 else None,
                             "replicas": list(p.replicas), "isr": list(p.isr),
+                            "elr": list(p.elr), "last_known_elr": list(p.last_known_elr),
                             "offline_replicas": list(p.offline_replicas)}
                            for p in desc.partitions]}
 

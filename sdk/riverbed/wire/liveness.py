@@ -83,7 +83,9 @@ def unbounded_monitor(sock: zmq.Socket, events: int, *,
     closing a socket under another thread's poll crashes the process."""
     addr = f"inproc://riverbed-monitor-{os.getpid()}-{id(sock)}-{next(_MONITOR_IDS)}"
     sock.monitor(addr, events)
-    mon = zmq.Socket(sock.context, zmq.PAIR) if thread_owned else sock.context.socket(zmq.PAIR)
+    # a plain socket also under an asyncio context (the services' channels read it NOBLOCK)
+    mon = zmq.Socket(sock.context, zmq.PAIR) if thread_owned \
+        else sock.context.socket(zmq.PAIR, socket_class=zmq.Socket)
     mon.setsockopt(zmq.RCVHWM, 0)
     mon.setsockopt(zmq.LINGER, 0)
     mon.connect(addr)
@@ -128,10 +130,16 @@ def probe_tcp(endpoint: str, timeout_s: float = 0.5) -> str:
 
 
 class ConnectionWatch:
-    """The monitor of one DEALER: `socket` is polled for POLLIN; `process()` reads its events."""
+    """The monitor of one DEALER: `socket` is polled for POLLIN; `process()` reads its events.
 
-    def __init__(self, sock: zmq.Socket, endpoint: str):
-        configure_heartbeats(sock)
+    `heartbeats=False` leaves ZMTP heartbeats off (the services' channels: libzmq counts only a
+    whole received frame as traffic, so a heartbeat timeout would also cut a healthy connection
+    that takes longer than it to carry one large frame over a slow link; they detect dead peers
+    with TCP keepalive and TCP_USER_TIMEOUT instead, riverbed.wire.dealer)."""
+
+    def __init__(self, sock: zmq.Socket, endpoint: str, *, heartbeats: bool = True):
+        if heartbeats:
+            configure_heartbeats(sock)
         self.endpoint = endpoint
         self.socket: zmq.Socket = unbounded_monitor(sock, _WATCHED)
         # closes the reader after stopping the monitor, also when the channel is dropped
@@ -144,6 +152,9 @@ class ConnectionWatch:
         self.ever_up = False
         self.tcp_connected = False              # CONNECTED seen, no DISCONNECTED since
         self.down_reason: str | None = None     # set while the connection is known down
+        # Connections that broke after their handshake had succeeded: what was sent on them and
+        # not answered yet is lost (a DEALER with ZMQ_IMMEDIATE drops a broken pipe's queue).
+        self.connections_lost = 0
 
     def state(self) -> str:
         """Where the connection stands, for an error that says no answer came: it tells a peer
@@ -181,6 +192,7 @@ class ConnectionWatch:
             if kind == zmq.EVENT_DISCONNECTED:
                 if self.up:
                     reason = "connection lost"
+                    self.connections_lost += 1
                 self.up = self.tcp_connected = False
             elif kind == zmq.EVENT_CONNECT_RETRIED:
                 if not self.up:

@@ -7,8 +7,9 @@ ROUTER sees [peer identity, header, body, *payloads] and answers [identity, head
 
 Limits
 - `socket.request.max.bytes` is enforced twice: libzmq's ZMQ_MAXMSGSIZE refuses any single
-  frame above it — libzmq then *drops the sender's connection* without a reply (the client's
-  request times out; its DEALER reconnects by itself) — and the server checks the total of all
+  frame above it — libzmq then *drops the sender's connection* without a reply (an AsyncChannel
+  fails that request at once with NETWORK_EXCEPTION, or resends one safe to repeat; its DEALER
+  reconnects by itself) — and the server checks the total of all
   frames of a request, answering MESSAGE_TOO_LARGE when it is above the limit.
 - `queued.max.requests` bounds requests being handled at once; beyond it the server stops
   reading, so backpressure reaches clients through ZMQ's high-water marks.

@@ -1,7 +1,25 @@
 """Calling other services: AsyncChannel (one DEALER, pipelined calls matched by correlation id)
 and ChannelPool (one channel per endpoint). With CURVE (services.common.rpc.security) every
 channel authenticates with the process's own key and checks the server's key, found by endpoint
-in the trusted keys directory."""
+in the trusted keys directory.
+
+A connection that breaks (the peer process stopped or restarted, its host went away, the
+network was cut) takes with it every request sent on it and not answered yet: a DEALER with
+ZMQ_IMMEDIATE drops a broken connection's queue, and an answer the old process owed never comes
+from the new one. ZeroMQ reconnects by itself, so nothing else would tell the caller, who would
+wait out the request's timeout (30 s by default; issue 24: a controller's LEADER_AND_ISR to a
+node that restarted held everything for that node behind it that long). So each channel watches
+its connection (ZeroMQ's socket monitor, riverbed.wire.liveness) and, when a connection that had
+completed its handshake is lost (`after_connection_lost`):
+- a request whose API is safe to repeat (riverbed.wire.apis: reads, LEADER_AND_ISR, FETCH,
+  ALTER_PARTITION...) is sent again, first in line, on the next connection, within its own
+  timeout (at most MAX_RESENDS times);
+- any other (PRODUCE, CREATE_TOPICS, OFFSET_COMMIT...) fails at once with NETWORK_EXCEPTION
+  (retriable): it may or may not have been carried out, and its caller knows whether and how to
+  retry (the producer's idempotence, the gateway's client).
+Requests sent while there is no connection wait for the next one, within their timeout, as
+before. A host or network that goes silent is noticed by TCP (keepalive and TCP_USER_TIMEOUT:
+riverbed.wire.dealer.configure_tcp_liveness) and ends the same way."""
 from __future__ import annotations
 
 import asyncio
@@ -15,8 +33,9 @@ import zmq
 import zmq.asyncio
 
 from riverbed import errors
-from riverbed.wire.apis import api_name
-from riverbed.wire.dealer import configure_dealer
+from riverbed.wire.apis import APIS, api_name
+from riverbed.wire.dealer import configure_dealer, configure_tcp_liveness
+from riverbed.wire.liveness import ConnectionWatch
 from riverbed.wire.framing import (
     Response,
     WireError,
@@ -29,11 +48,52 @@ from services.common.rpc.affinity import CLIENT, apply_affinity
 from services.common.rpc.security import process_security
 from services.common.rpc.server import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["AsyncChannel", "ChannelPool"]
+__all__ = ["AsyncChannel", "ChannelPool", "after_connection_lost", "safe_to_repeat"]
 
 log = logging.getLogger(__name__)
 
 _CORR_MASK = (1 << 64) - 1
+
+
+def safe_to_repeat(api: int) -> bool:
+    """Whether a request of `api` may be sent again after its connection broke (ApiSpec)."""
+    spec = APIS.get(api)
+    return spec is not None and spec.safe_to_repeat
+
+
+# A request lost with this many connections in a row fails instead (NETWORK_EXCEPTION): a peer
+# that drops the connection on it (a frame over its socket.request.max.bytes, a crash on it)
+# would otherwise get it again until its timeout.
+MAX_RESENDS = 3
+
+
+def after_connection_lost(calls) -> tuple[list[int], list[int]]:
+    """The connection carrying `calls` broke. `calls` is (correlation id, api, on the wire,
+    times already resent) in the order they were sent, "on the wire" meaning handed to the
+    connection that broke (not waiting for one). Returns (resend, fail): the lost requests safe
+    to repeat and resent fewer than MAX_RESENDS times, in their order, to go first on the next
+    connection, and the others, to fail now. Requests still waiting for a connection are in
+    neither list: they go on the next connection as they are."""
+    resend: list[int] = []
+    fail: list[int] = []
+    for corr, api, on_wire, resends in calls:
+        if on_wire:
+            (resend if safe_to_repeat(api) and resends < MAX_RESENDS else fail).append(corr)
+    return resend, fail
+
+
+class _Call:
+    """A request awaiting its answer: its future, its api, its frames when it may be sent again
+    (safe to repeat; None otherwise) and whether it is on the current connection."""
+
+    __slots__ = ("fut", "api", "frames", "on_wire", "resends")
+
+    def __init__(self, fut: asyncio.Future, api: int, frames: list | None):
+        self.fut = fut
+        self.api = api
+        self.frames = frames
+        self.on_wire = False
+        self.resends = 0
 
 
 class AsyncChannel:
@@ -45,7 +105,11 @@ class AsyncChannel:
     at once; one that cannot go yet (no connection, or the high-water mark) waits in a FIFO
     outbox flushed when ZMQ_EVENTS reports POLLOUT. The reader drains every waiting response
     and resolves its call's future; after any send the reader is run again once (call_soon)
-    since a send can consume the FD's edge."""
+    since a send can consume the FD's edge.
+
+    Connection loss (the module's doc): the socket monitor is read by its own loop reader and
+    before every send, so a request is counted on the connection it really went out on (up to
+    libzmq's own delay in reporting the loss)."""
 
     def __init__(self, endpoint: str, *, client_id: str = "",
                  context: zmq.asyncio.Context | None = None,
@@ -60,21 +124,35 @@ class AsyncChannel:
                          reconnect_ivl_ms=reconnect_ivl_ms,
                          reconnect_ivl_max_ms=reconnect_ivl_max_ms)
         apply_affinity(sock, ctx, CLIENT)     # connections it makes: the other I/O threads
+        configure_tcp_liveness(sock)
+        watch: ConnectionWatch | None = None
         try:
             (security or process_security().client).apply(sock, endpoint)
+            watch = ConnectionWatch(sock, endpoint, heartbeats=False)
             sock.connect(endpoint)
         except Exception:
+            if watch is not None:
+                watch.close()
             sock.close(linger=0)
             raise
         self._sock = sock
         self._fd = sock.getsockopt(zmq.FD)
+        self._conn = watch
+        self._mon_fd = watch.socket.getsockopt(zmq.FD)
+        self._losses_seen = 0
         self._corr = itertools.count(random.getrandbits(32))
-        self._pending: dict[int, asyncio.Future] = {}
-        self._outbox: collections.deque[tuple[list, asyncio.Future | None]] = collections.deque()
+        self._pending: dict[int, _Call] = {}
+        # (frames, the future resolved once sent (None: nobody waits for that), the call it
+        # carries (None: one-way)): requests libzmq could not take yet, and lost ones to resend
+        self._outbox: collections.deque[tuple[list, asyncio.Future | None, _Call | None]] = \
+            collections.deque()
         self._loop: asyncio.AbstractEventLoop | None = None   # the loop watching the socket
         self._io_scheduled = False
         self._closed = False
         self.stale_responses_dropped = 0
+        self.connections_lost = 0          # lost after their handshake, with requests or not
+        self.requests_resent = 0           # lost with a connection, sent again (safe to repeat)
+        self.requests_failed_on_loss = 0   # lost with a connection, failed (not safe to repeat)
 
     @property
     def in_flight(self) -> int:
@@ -84,6 +162,12 @@ class AsyncChannel:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def connected(self) -> bool:
+        """Whether a connection to the peer is up (its handshake succeeded)."""
+        self._check_connection()
+        return self._conn.up
+
     def _watch(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
@@ -91,12 +175,71 @@ class AsyncChannel:
             if old is not None and not old.is_closed():
                 try:
                     old.remove_reader(self._fd)
+                    old.remove_reader(self._mon_fd)
                 except Exception:  # another thread's loop: it keeps a stale watch, harmless
                     pass
             loop.add_reader(self._fd, self._on_events)
+            loop.add_reader(self._mon_fd, self._on_monitor)
             self._io_scheduled = False
             self._schedule_io()
         return loop
+
+    def _on_monitor(self) -> None:
+        if self._closed:
+            return
+        try:
+            self._check_connection()
+        except zmq.ZMQError:  # closed under us: the socket's reader reports it
+            return
+        self._schedule_io()
+
+    def _check_connection(self) -> None:
+        """Read the monitor's events; if a connection broke since the last look, answers that
+        arrived before it are delivered first, then the requests it carried are resent or
+        failed (after_connection_lost)."""
+        conn = self._conn
+        if not conn.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            return                    # no event waiting (the common case, before every send)
+        conn.process()
+        if conn.connections_lost == self._losses_seen:
+            return
+        self._losses_seen = conn.connections_lost
+        self.connections_lost += 1
+        self._drain()
+        calls = self._pending
+        resend, fail = after_connection_lost(
+            (corr, c.api, c.on_wire, c.resends) for corr, c in calls.items())
+        if resend:
+            again = []
+            for corr in resend:
+                c = calls[corr]
+                c.on_wire = False
+                c.resends += 1
+                again.append((c.frames, None, c))
+            self._outbox.extendleft(reversed(again))    # first in line, in their order
+            self.requests_resent += len(resend)
+        for corr in fail:
+            c = calls.pop(corr)
+            if not c.fut.done():
+                c.fut.set_exception(errors.NetworkError(
+                    f"{api_name(c.api)} to {self.endpoint}: the connection was lost before "
+                    "the answer came (not resent: the request may have been carried out)"))
+        self.requests_failed_on_loss += len(fail)
+        if resend or fail:
+            log.info("connection to %s lost: %d request(s) sent again on the next connection, "
+                     "%d failed", self.endpoint, len(resend), len(fail))
+        else:
+            log.debug("connection to %s lost (nothing awaited on it)", self.endpoint)
+
+    def _drain(self) -> None:
+        """Deliver every answer waiting in the socket."""
+        recv = self._sock.recv_multipart
+        while True:
+            try:
+                frames = recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._deliver(frames)
 
     def _schedule_io(self) -> None:
         if not self._io_scheduled and self._loop is not None:
@@ -132,13 +275,16 @@ class AsyncChannel:
             loop, self._loop = self._loop, None
             if loop is not None and not loop.is_closed():
                 loop.remove_reader(self._fd)
+                loop.remove_reader(self._mon_fd)
 
     def _flush(self) -> None:
+        self._check_connection()
         outbox = self._outbox
         send = self._sock.send_multipart
         while outbox:
-            frames, fut = outbox[0]
-            if fut is not None and fut.done():     # timed out (or cancelled) while waiting
+            frames, fut, call = outbox[0]
+            # timed out (or cancelled) while waiting
+            if (fut is not None and fut.done()) or (call is not None and call.fut.done()):
                 outbox.popleft()
                 continue
             try:
@@ -146,6 +292,8 @@ class AsyncChannel:
             except zmq.Again:
                 return
             outbox.popleft()
+            if call is not None:
+                call.on_wire = True
             if fut is not None:
                 fut.set_result(None)
 
@@ -160,36 +308,40 @@ class AsyncChannel:
             else:
                 log.debug("dropping undecodable response from %s: %s", self.endpoint, e)
             return
-        fut = pending.pop(resp.header.correlation_id, None)
-        if fut is None or fut.done():
+        call = pending.pop(resp.header.correlation_id, None)
+        if call is None or call.fut.done():
             self.stale_responses_dropped += 1
             log.debug("dropping stale response corr=%d from %s",
                       resp.header.correlation_id, self.endpoint)
             return
-        fut.set_result(resp)
+        call.fut.set_result(resp)
 
     def _fail_all(self, exc: Exception) -> None:
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_exception(exc)
+        for call in self._pending.values():
+            if not call.fut.done():
+                call.fut.set_exception(exc)
         self._pending.clear()
-        for _, fut in self._outbox:
+        for _, fut, _ in self._outbox:
             if fut is not None and not fut.done():
                 fut.set_exception(exc)
         self._outbox.clear()
 
-    def _send_now(self, loop: asyncio.AbstractEventLoop, frames: list) -> asyncio.Future | None:
+    def _send_now(self, loop: asyncio.AbstractEventLoop, frames: list,
+                  call: _Call | None = None) -> asyncio.Future | None:
         """Send at once if possible (None); else queue and return a future resolved when sent."""
+        self._check_connection()      # a loss not read yet concerns what went out before this
         if not self._outbox:
             try:
                 self._sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 pass
             else:
+                if call is not None:
+                    call.on_wire = True
                 self._schedule_io()     # the send may have consumed a response's edge
                 return None
         fut = loop.create_future()
-        self._outbox.append((frames, fut))
+        self._outbox.append((frames, fut, call))
         self._schedule_io()
         return fut
 
@@ -218,10 +370,11 @@ class AsyncChannel:
         loop = self._watch()
         corr, frames = self._encode(api, body, payloads, timeout_ms, api_version)
         fut = loop.create_future()
+        call = _Call(fut, api, frames if safe_to_repeat(api) else None)
         pending = self._pending
-        pending[corr] = fut
+        pending[corr] = call
         try:
-            sending = self._send_now(loop, frames)
+            sending = self._send_now(loop, frames, call)
         except BaseException:
             pending.pop(corr, None)
             raise
@@ -282,9 +435,11 @@ class AsyncChannel:
         if loop is not None and not loop.is_closed():
             try:
                 loop.remove_reader(self._fd)
+                loop.remove_reader(self._mon_fd)
             except Exception:  # another thread's loop
                 pass
         self._fail_all(errors.NetworkError(f"channel to {self.endpoint} closed"))
+        self._conn.close()        # the monitor stops before the socket closes (liveness.py)
         self._sock.close()
 
 

@@ -9,7 +9,7 @@ from typing import Iterable
 import zmq
 import zmq.asyncio
 
-from riverbed.wire.dealer import DEFAULT_HWM
+from riverbed.wire.dealer import DEFAULT_HWM, configure_tcp_liveness
 from riverbed.wire.security import ClientSecurity
 from services.common.rpc.affinity import CLIENT, SERVER, apply_affinity
 from services.common.rpc.security import ServerSecurity, process_security
@@ -65,6 +65,9 @@ class Subscriber:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
         apply_affinity(sock, ctx, CLIENT)
+        # a publisher gone silent (its host, a network cut): reconnect within seconds of its
+        # return rather than after TCP's retransmission backoff (riverbed.wire.dealer)
+        configure_tcp_liveness(sock)
         for t in topics:
             sock.setsockopt(zmq.SUBSCRIBE, t)
         self._sock = sock

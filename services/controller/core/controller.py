@@ -12,7 +12,9 @@ version by exactly one per write, so the core knows the version its next conditi
 
 Leader election (seed 002, docs/contracts.md): a partition's leader is the first replica, in
 replica order, that is alive and in the ISR; the leader epoch grows by one at every change; the
-ISR shrinks to live members. With no live ISR member the leader becomes -1 and the ISR is kept
+ISR shrinks to live members. With no live ISR member, the first live eligible leader replica
+(KIP-966, eligible_leaders.py: a replica that was in the ISR when it fell below
+min.insync.replicas) leads with ISR = [it]; with none, the leader becomes -1 and the ISR is kept
 as it was (so the last in-sync replica can lead again when it returns), unless the topic sets
 unclean.leader.election.enable (topic config over the controller's default), which picks the
 first live replica with ISR = [it].
@@ -42,9 +44,10 @@ from riverbed import errors
 from riverbed._proto.v1 import common_pb2, controller_pb2, header_pb2, replication_pb2
 from services.controller.config import ControllerConfig
 from services.controller.core.broker_liveness import BrokerLiveness
+from services.controller.core import eligible_leaders
 from services.controller.core.effects import (
-    DeletePreferredElection, DeleteTopicZnodes, Effect, MarkTopicForDeletion, Respond,
-    SendLeaderAndIsr, WritePartitionState, WriteReassignments, WriteTopicAssignment,
+    DeletePreferredElection, DeleteTopicZnodes, Effect, MarkTopicForDeletion, PublishMetadata,
+    Respond, SendLeaderAndIsr, WritePartitionState, WriteReassignments, WriteTopicAssignment,
     WriteTopicConfig, ZkWrite)
 from services.controller.core.events import (
     BrokersChanged, ElectedAsController, Event, GatewaysChanged, LeadershipLost,
@@ -98,6 +101,7 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         # Storage nodes that joined (or re-registered, or were unfenced) and that left, as seen
         # while active: one per node, however many of them one ZooKeeper event carries.
         self.broker_changes = 0
+        self.elr_elections = 0          # clean elections of an eligible leader replica (KIP-966)
 
     # ---- the surface ----------------------------------------------------------------------
     def handle(self, event: Event, now_ms: int) -> list[Effect]:
@@ -191,6 +195,9 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
                 assert st.zk_version >= 0, (t.name, p, st)
                 assert len(set(replicas)) == len(replicas), (t.name, p, replicas)
                 assert set(st.isr) <= set(replicas), (t.name, p, st, replicas)
+                assert not set(st.elr) & set(st.isr), (t.name, p, st)
+                assert not set(st.elr) & set(st.last_known_elr), (t.name, p, st)
+                assert set(st.elr) <= set(replicas), (t.name, p, st, replicas)
         assert set(self.brokers) <= set(self.registered), (self.brokers, self.registered)
         for (topic, p), target in self.reassignments.items():
             assert topic in self.topics and p in self.topics[topic].assignment, (topic, p)
@@ -241,12 +248,70 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         out.append(w)
 
     def _write_state(self, out: list[Effect], topic: str, p: int, leader: int, leader_epoch: int,
-                     isr: Iterable[int]) -> None:
-        old = self.topics[topic].states.get(p)
+                     isr: Iterable[int], *,
+                     elr: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> None:
+        """Write a partition's state. Its eligible leader replicas follow from the ISR change
+        (eligible_leaders.next_elr) unless `elr` gives (ELR, LastKnownElr); a leader from
+        outside the old ISR and ELR (an unclean election) empties both."""
+        t = self.topics[topic]
+        old = t.states.get(p)
         expected = NEW if old is None else old.zk_version
-        state = LeaderIsr(leader, leader_epoch, tuple(isr), self.controller_epoch,
-                          0 if old is None else old.zk_version + 1)
+        isr = tuple(isr)
+        if elr is None:
+            elr = self._next_elr(t, p, old, leader, isr)
+        state = LeaderIsr(leader, leader_epoch, isr, self.controller_epoch,
+                          0 if old is None else old.zk_version + 1, *elr)
+        if old is not None and (old.elr, old.last_known_elr) != elr:
+            log.info("[%s-%d] eligible leader replicas %s -> %s, last known %s -> %s", topic, p,
+                     list(old.elr), list(elr[0]), list(old.last_known_elr), list(elr[1]))
         self._write(out, WritePartitionState(topic, p, state, expected))
+
+    def _min_isr(self, t: Topic, p: int) -> int:
+        return eligible_leaders.min_isr(t.configs, self.config.min_insync_replicas,
+                                        len(t.assignment.get(p, ())))
+
+    def _next_elr(self, t: Topic, p: int, old: LeaderIsr | None, leader: int,
+                  isr: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        if old is None or not self.config.eligible_leader_replicas_enable:
+            return (), ()
+        if leader != NO_LEADER and leader != old.leader and leader not in old.isr \
+                and leader not in old.elr:
+            return (), ()                     # unclean: what the ELR promised no longer holds
+        return eligible_leaders.next_elr(old.isr, old.elr, old.last_known_elr, isr,
+                                         self._min_isr(t, p), t.assignment.get(p, ()))
+
+    def _leave_elr(self, out: list[Effect], nodes: set[int]) -> list[TopicPartition]:
+        """KIP-966: nodes that registered after an unclean shutdown may have lost records: out
+        of every ELR (into LastKnownElr), without a leader epoch bump. Returns the partitions
+        changed (their replicas need the state's new version)."""
+        changed = []
+        for t in self.topics.values():
+            for p, st in sorted(t.states.items()):
+                gone = [r for r in st.elr if r in nodes]
+                if not gone:
+                    continue
+                replicas = t.assignment.get(p, ())
+                elr = tuple(r for r in st.elr if r not in nodes)
+                last = eligible_leaders.in_replica_order(set(st.last_known_elr) | set(gone),
+                                                         replicas)
+                log.warning("[%s-%d] storage node(s) %s shut down uncleanly: no longer eligible "
+                            "leaders", t.name, p, gone)
+                self._write_state(out, t.name, p, st.leader, st.leader_epoch, st.isr,
+                                  elr=(elr, last))
+                changed.append((t.name, p))
+        return changed
+
+    def _clear_elr(self, out: list[Effect], topic: str) -> list[TopicPartition]:
+        """A topic's min.insync.replicas changed: its ELR and LastKnownElr no longer say what
+        they said (KIP-966 empties them)."""
+        t = self.topics[topic]
+        changed = []
+        for p, st in sorted(t.states.items()):
+            if st.elr or st.last_known_elr:
+                self._write_state(out, topic, p, st.leader, st.leader_epoch, st.isr,
+                                  elr=((), ()))
+                changed.append((topic, p))
+        return changed
 
     # ---- election, broker changes ------------------------------------------------------------
     def _on_elected(self, ev: ElectedAsController, now_ms: int) -> list[Effect]:
@@ -277,9 +342,20 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
     def _on_brokers_changed(self, ev: BrokersChanged, now_ms: int) -> list[Effect]:
         registered = {b.node_id: b for b in ev.brokers}
         fresh = {i for i, b in registered.items() if self.registered.get(i) != b}
+        old = self.registered
+        unclean = {i for i in fresh if registered[i].unclean_shutdown
+                   and (i not in old or registered[i].epoch != old[i].epoch)}
         self.registered = registered
         self.liveness.registered(registered, fresh, now_ms)
-        return self._set_live(now_ms)
+        out: list[Effect] = []
+        if unclean and self.config.eligible_leader_replicas_enable:
+            # before any election: these nodes must not be elected from an ELR
+            changed = self._leave_elr(out, unclean)
+            self._send_leader_and_isr(out, changed)
+        more = self._set_live(now_ms)
+        if out and not any(isinstance(e, PublishMetadata) for e in more):
+            more.append(self._publish(now_ms))
+        return out + more
 
     def _set_live(self, now_ms: int) -> list[Effect]:
         """The live set is the registered nodes that are not fenced; elect and tell what that
@@ -353,19 +429,25 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
                     if live_isr != st.isr:          # a follower died: shrink the ISR
                         changes[(t.name, p)] = (st.leader, st.leader_epoch + 1, live_isr)
                     continue
-                candidates = self._prefer_running([r for r in replicas if r in live_isr])
-                if candidates:
-                    changes[(t.name, p)] = (candidates[0], st.leader_epoch + 1, live_isr)
+                elr = st.elr if self.config.eligible_leader_replicas_enable else ()
+                won = eligible_leaders.elect(replicas, st.isr, elr, live, unclean_enabled=unclean,
+                                             prefer=self._prefer_running)
+                if won.how:
+                    changes[(t.name, p)] = (won.leader, st.leader_epoch + 1, won.isr)
                     self.leader_elections += 1
-                elif unclean and any(r in live for r in replicas):
-                    leader = self._prefer_running([r for r in replicas if r in live])[0]
+                if won.how == "elr":
+                    # KIP-966: no live ISR member, but a replica that was in the ISR when it fell
+                    # below min.insync.replicas is live: a clean election.
+                    log.info("[%s-%d] leader from the eligible leader replicas %s: %d (ISR %s "
+                             "has no live member)", t.name, p, list(st.elr), won.leader,
+                             list(st.isr))
+                    self.elr_elections += 1
+                elif won.how == "unclean":
                     log.warning("[%s-%d] unclean leader election: %d (not in the ISR %s) leads; "
                                 "records committed since it fell behind are lost",
-                                t.name, p, leader, list(st.isr))
-                    changes[(t.name, p)] = (leader, st.leader_epoch + 1, (leader,))
-                    self.leader_elections += 1
+                                t.name, p, won.leader, list(st.isr))
                     self.unclean_elections += 1
-                elif st.leader != NO_LEADER:
+                elif not won.how and st.leader != NO_LEADER:
                     # No live in-sync replica: offline. Keep the ISR (see the module doc).
                     changes[(t.name, p)] = (NO_LEADER, st.leader_epoch + 1, st.isr)
         return changes
@@ -462,7 +544,8 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
     def _leader_and_isr(self, node: int, partitions: list[TopicPartition],
                         is_new: bool = False) -> SendLeaderAndIsr:
         req = controller_pb2.LeaderAndIsrRequest(
-            controller_id=self.config.controller_id, controller_epoch=self.controller_epoch)
+            controller_id=self.config.controller_id, controller_epoch=self.controller_epoch,
+            broker_epoch=self._broker_epoch(node))
         leaders: set[int] = set()
         add = req.partitions.add          # built in place: no copy per partition (10,000 here)
         for topic, p in partitions:
@@ -476,6 +559,12 @@ class ControllerCore(MetadataView, TopicAdmin, NodeRequests, PreferredLeaders,
         for b in sorted(leaders):
             req.live_leaders.append(self._broker_pb(self.brokers[b]))
         return SendLeaderAndIsr(node, req)
+
+    def _broker_epoch(self, node: int) -> int:
+        """The registration (broker epoch) of `node` a request to it is meant for; 0 when not
+        known (not stamped: the node does not check it)."""
+        b = self.brokers.get(node)
+        return b.epoch if b is not None and b.epoch > 0 else 0
 
     @staticmethod
     def _broker_pb(b: BrokerInfo) -> common_pb2.Broker:

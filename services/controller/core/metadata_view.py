@@ -34,7 +34,9 @@ class MetadataView:
                 partition=p, leader=leader, leader_epoch=st.leader_epoch if st else 0,
                 replicas=replicas, isr=st.isr if st else (),
                 offline_replicas=[r for r in replicas if r not in self.brokers
-                                  or (t.name, p) in self.brokers[r].offline_partitions]))
+                                  or (t.name, p) in self.brokers[r].offline_partitions],
+                eligible_leader_replicas=st.elr if st else (),
+                last_known_elr=st.last_known_elr if st else ()))
         return tm
 
     def snapshot(self) -> metadata_pb2.UpdateMetadataRequest:

@@ -21,6 +21,8 @@ class BrokerInfo:
     epoch: int = -1
     # Replicas of this node whose log dir failed (KIP-112): offline until it registers without them.
     offline_partitions: frozenset[tuple[str, int]] = frozenset()
+    # This registration follows an unclean shutdown of the node (KIP-966): it leaves every ELR.
+    unclean_shutdown: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +42,15 @@ class Reassignment:
 
 @dataclass(frozen=True, slots=True)
 class LeaderIsr:
-    """/brokers/topics/<t>/partitions/<p>/state plus the znode's version (for fenced writes)."""
+    """/brokers/topics/<t>/partitions/<p>/state plus the znode's version (for fenced writes).
+    `elr` and `last_known_elr`: eligible leader replicas (KIP-966, eligible_leaders.py)."""
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = 0
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(slots=True)

@@ -175,6 +175,6 @@ class ReassignmentDriver:
         for node in sorted(stop):
             out.append(SendStopReplica(node, controller_pb2.StopReplicaRequest(
                 controller_id=self.config.controller_id, controller_epoch=self.controller_epoch,
-                delete_partitions=True,
+                broker_epoch=self._broker_epoch(node), delete_partitions=True,
                 partitions=[common_pb2.TopicPartition(topic=t, partition=p)
                             for t, p in stop[node]])))

@@ -145,7 +145,7 @@ class TopicAdmin:
         for node in sorted(per_node):
             out.append(SendStopReplica(node, controller_pb2.StopReplicaRequest(
                 controller_id=self.config.controller_id, controller_epoch=self.controller_epoch,
-                delete_partitions=True,
+                broker_epoch=self._broker_epoch(node), delete_partitions=True,
                 partitions=[common_pb2.TopicPartition(topic=name, partition=p)
                             for p in per_node[node]])))
         self._write(out, DeleteTopicZnodes(name, tuple(sorted(t.states)), True, True))
@@ -261,8 +261,12 @@ class TopicAdmin:
                             configs.pop(k, None)
                         configs.update(topic_config.normalise(dict(a.set)))
                         if configs != t.configs:
+                            min_isr_changed = (configs.get("min.insync.replicas")
+                                               != t.configs.get("min.insync.replicas"))
                             self._write(out, WriteTopicConfig(t.name, configs, t.config_version))
                             log.info("topic %s configs: %s", t.name, configs)
+                            if min_isr_changed:      # KIP-966: the ELR said "below the old one"
+                                self._clear_elr(out, t.name)
                             self._send_leader_and_isr(
                                 out, [(t.name, p) for p in sorted(t.assignment)])
                             # e.g. unclean.leader.election.enable turned on for an offline

@@ -146,7 +146,7 @@ class ControllerService:
             return 1
         self.pool = ChannelPool(client_id=f"controller-{cfg.controller_id}",
                                 max_message_bytes=cfg.socket_request_max_bytes)
-        self.senders = NodeSenders(self.pool, self._endpoint_of, self._epoch_still_valid,
+        self.senders = NodeSenders(self.pool, self._target_of, self._epoch_still_valid,
                                    cfg.controller_socket_timeout_ms)
         self._watcher = zkmod.SessionWatcher(
             self.client, on_change=lambda ch: loop.call_soon_threadsafe(self._on_session, ch),
@@ -200,6 +200,10 @@ class ControllerService:
         tel.counter("riverbed.controller.unclean_leader_elections",
                     lambda: [(core.unclean_elections, {})],
                     description="leaders elected from outside the ISR")
+        tel.counter("riverbed.controller.elr_leader_elections",
+                    lambda: [(core.elr_elections, {})],
+                    description="clean leader elections of an eligible leader replica (KIP-966: "
+                                "no ISR member was live)")
         tel.counter("riverbed.controller.fenced_brokers",
                     lambda: [(core.liveness.fencings, {})],
                     description="storage nodes fenced for missing heartbeats "
@@ -318,14 +322,17 @@ class ControllerService:
             log.warning("controller %d stops acting (epoch %d): %s", self.cfg.controller_id,
                         self.core.controller_epoch, reason)
             self.core.handle(LeadershipLost(reason), _now_ms())
+            if self.senders is not None:
+                self.senders.recheck()    # requests of the epoch that ended: not waited for
             self._pid_alloc = None        # a running claim's block is dropped (ids are lost)
             if release and self._connected:
                 self._loop.run_in_executor(self._zk_exec, self.store.release_controller)
         self._election_wake.set()
 
-    def _endpoint_of(self, node: int) -> str | None:
+    def _target_of(self, node: int) -> tuple[str, int] | None:
+        """(endpoint, broker epoch) of `node`'s live registration; None when it is not live."""
         b = self.core.brokers.get(node) if self.core.active else None
-        return b.endpoint if b is not None else None
+        return (b.endpoint, b.epoch) if b is not None else None
 
     def _epoch_still_valid(self, epoch: int) -> bool:
         return self.core.active and self.core.controller_epoch == epoch and self._connected
@@ -569,7 +576,15 @@ class ControllerService:
     # ---- effects -----------------------------------------------------------------------------
     async def _execute(self, effects) -> Respond | None:
         """Perform effects in order; consecutive ZooKeeper writes are one fenced transaction.
-        After a failed write nothing more is done and the answer is NOT_CONTROLLER."""
+        After a failed write nothing more is done and the answer is NOT_CONTROLLER. Then
+        requests in flight to a node that registered again (or left) are abandoned."""
+        try:
+            return await self._perform(effects)
+        finally:
+            if self.senders is not None:
+                self.senders.recheck()
+
+    async def _perform(self, effects) -> Respond | None:
         writes: list[ZkWrite] = []
         epoch = self.core.controller_epoch
         for e in effects:

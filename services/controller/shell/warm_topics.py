@@ -208,7 +208,7 @@ class WarmTopics:
                         continue
                     s = znodes.decode_partition_state(st[0])
                     states[p] = LeaderIsr(s.leader, s.leader_epoch, tuple(s.isr),
-                                          s.controller_epoch, st[1])
+                                          s.controller_epoch, st[1], s.elr, s.last_known_elr)
             except (ValueError, znodes.ZnodeDataError) as e:
                 log.error("ignoring topic %s: unreadable znodes: %s", name, e)
                 continue

@@ -138,7 +138,7 @@ class ZkStore:
                 continue
             endpoint = b.endpoints[0] if b.endpoints else f"tcp://{b.host}:{b.port}"
             out.append(BrokerInfo(node_id, b.host, b.port, endpoint, b.rack or "", stat.czxid,
-                                  frozenset(b.offline_partitions)))
+                                  frozenset(b.offline_partitions), b.unclean_shutdown))
         return tuple(sorted(out, key=lambda b: b.node_id))
 
     def read_topics(self) -> tuple[TopicSnapshot, ...]:
@@ -178,7 +178,8 @@ class ZkStore:
                         continue
                     s = znodes.decode_partition_state(sdata)
                     states[p] = LeaderIsr(s.leader, s.leader_epoch, tuple(s.isr),
-                                          s.controller_epoch, sstat.version)
+                                          s.controller_epoch, sstat.version, s.elr,
+                                          s.last_known_elr)
             except (ValueError, znodes.ZnodeDataError) as e:
                 log.error("ignoring topic %s: unreadable znodes: %s", name, e)
                 continue
@@ -276,7 +277,8 @@ class ZkStore:
                 s = w.state
                 path = znodes.partition_state_path(w.topic, w.partition)
                 data = znodes.encode_partition_state(znodes.PartitionState(
-                    s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch))
+                    s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch, tuple(s.elr),
+                    tuple(s.last_known_elr)))
                 if w.expected_version == NEW:
                     ensure(znodes.partitions_path(w.topic))
                     ensure(znodes.partition_path(w.topic, w.partition))

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from riverbed import errors
@@ -195,6 +195,17 @@ def compute_high_watermark(leader_id: int, leader_leo: int, isr: Iterable[int],
     return hw
 
 
+def stale_broker_epoch(requested: int, own: int) -> bool:
+    """A controller request stamped for registration `requested` of this node (its broker
+    epoch: the czxid of /brokers/ids/<id>) is stale when this node has registered since (`own`
+    is newer): it was meant for an earlier incarnation, e.g. a process that stopped before it
+    was answered and whose request a channel sent again to its successor (KIP-380's
+    STALE_BROKER_EPOCH). Unstamped requests (0, an older controller) and a node not registered
+    yet (own < 0) are not refused; a newer stamp is this node's registration seen by the
+    controller before this node's own thread noted it."""
+    return requested > 0 and own > 0 and requested < own
+
+
 def fetcher_id(tp: TopicPartition, num_replica_fetchers: int) -> int:
     """Which of a leader's fetchers pulls tp: a stable hash (not Python's salted hash())."""
     return zlib.crc32(f"{tp[0]}-{tp[1]}".encode()) % max(1, num_replica_fetchers)
@@ -203,8 +214,12 @@ def fetcher_id(tp: TopicPartition, num_replica_fetchers: int) -> int:
 class ReplicaManager:
     """Every replica this node hosts, and the newest controller epoch it has seen."""
 
-    def __init__(self, broker_id: int):
+    def __init__(self, broker_id: int,
+                 min_insync_of: Callable[[str], int] = lambda topic: 1):
         self.broker_id = broker_id
+        # A topic's min.insync.replicas (its override, else the node's default): a leader's
+        # high watermark advances only while its ISR has that many members (`_advance_hw`).
+        self.min_insync_of = min_insync_of
         self.controller_epoch = -1
         self.replicas: dict[TopicPartition, Replica] = {}
         # Replicas whose log dir failed (KIP-112): not served, refused in LEADER_AND_ISR, until
@@ -483,7 +498,17 @@ class ReplicaManager:
         r.log_end_offset = log_end_offset
         r.high_watermark = min(r.high_watermark, log_end_offset)
 
+    def under_min_isr(self, r: Replica) -> bool:
+        """KIP-966's strict min ISR: is the committed ISR smaller than min.insync.replicas (at
+        most the replication factor, as Kafka's effectiveMinIsr)?"""
+        return len(r.isr) < min(self.min_insync_of(r.topic), len(r.replicas) or len(r.isr))
+
     def _advance_hw(self, r: Replica) -> bool:
+        # Not while the ISR is below min.insync.replicas (Kafka 4, KIP-966): then every record
+        # below the high watermark is on each replica that was in the ISR when it fell below,
+        # which the controller keeps as eligible leaders (ELR) and may elect cleanly.
+        if self.under_min_isr(r):
+            return False
         hw = isr_mod.compute_high_watermark(self.broker_id, r.log_end_offset, r.maximal_isr,
                                             r.followers)
         if hw > r.high_watermark:

@@ -75,6 +75,9 @@ class LogManager:
         self.preferred_dirs: dict[tuple[str, int], str] = {}
         # log dirs with partition dirs created but not fsynced yet (get_or_create(sync_dir=False))
         self._unsynced_dirs: set[str] = set()
+        # Log dirs that held logs and had no clean-shutdown marker at startup: this process
+        # follows an unclean shutdown, and may have lost what the page cache held (KIP-966).
+        self.unclean_dirs: list[str] = []
         for d in self.log_dirs:
             try:
                 os.makedirs(d, exist_ok=True)
@@ -125,8 +128,10 @@ class LogManager:
             self._logs[tp] = plog
             self._dir_of[tp] = log_dir
         if not clean:
-            log.warning("%s: no clean shutdown marker; recovered %d logs", log_dir,
-                        sum(1 for d in self._dir_of.values() if d == log_dir))
+            held = sum(1 for d in self._dir_of.values() if d == log_dir)
+            log.warning("%s: no clean shutdown marker; recovered %d logs", log_dir, held)
+            if held:            # a dir that held logs (not a new one) stopped uncleanly
+                self.unclean_dirs.append(log_dir)
         self._write_checkpoints(log_dir)
         files.unlink_quietly(marker)
         files.fsync_dir(log_dir)

@@ -1,5 +1,6 @@
 """The storage node talking to the active controller: ISR proposals (ALTER_PARTITION, at most
-one in flight per partition, applied once committed) and CONTROLLED_SHUTDOWN on SIGTERM. The
+one in flight per partition, applied once committed, sent together in one request by one
+sender) and CONTROLLED_SHUTDOWN on SIGTERM. The
 controller's endpoint comes from the /controller znode. A mixin of StorageNode (shell.node),
 split out of it along this seam; it never imports shell.node.
 
@@ -25,6 +26,10 @@ from services.storage_node.core.replica_state import NONE, AlterIsr, AlterPartit
 
 log = logging.getLogger(__name__)
 
+# ISR proposals sent in one ALTER_PARTITION at most (the controller writes them in one
+# ZooKeeper transaction, which ZooKeeper bounds at jute.maxbuffer, 1 MiB: a few hundred bytes
+# each).
+MAX_ALTER_ITEMS = 1000
 # Per-partition ALTER_PARTITION answers worth resending (the controller moved or was busy).
 RETRIABLE_ALTER_CODES = frozenset({errors.NotControllerError.code,
                                    errors.RequestTimedOutError.code,
@@ -39,7 +44,8 @@ class NoActiveController(errors.NotControllerError):
 class ControllerLink:
     """ALTER_PARTITION and CONTROLLED_SHUTDOWN. Uses the node's cfg, core, zk, broker_epoch,
     isr_changes, _controller_channels, _alter_tasks, _closing, _tg, _partition_changed, and
-    its own _controller_czxid / _controller_moves / _controller_moved (set in node.py)."""
+    its own _controller_czxid / _controller_moves / _controller_moved and _alter_queue /
+    _alter_wake / _alter_task (set in node.py)."""
 
     async def _controller_channel(self) -> AsyncChannel:
         """A channel to the active controller, whose endpoint is in the /controller znode."""
@@ -131,48 +137,77 @@ class ControllerLink:
                  list(eff.new_isr), eff.zk_version)
         if self._closing:
             return
-        coro = self._alter_partition(eff)
-        task = self._tg.create_task(coro) if self._tg is not None \
-            else asyncio.get_running_loop().create_task(coro)
-        self._alter_tasks.add(task)
-        task.add_done_callback(self._alter_tasks.discard)
+        self._alter_queue[eff.tp] = eff
+        self._alter_wake.set()
+        if self._alter_task is None or self._alter_task.done():
+            coro = self._alter_sender()
+            task = self._tg.create_task(coro) if self._tg is not None \
+                else asyncio.get_running_loop().create_task(coro)
+            self._alter_task = task
+            self._alter_tasks.add(task)
+            task.add_done_callback(self._alter_tasks.discard)
 
-    async def _alter_partition(self, eff: AlterIsr) -> None:
-        """Send one ISR proposal until the controller answers it, or it is superseded."""
-        cfg = self.cfg
-        backoff_s = cfg.alter_partition_retry_backoff_ms / 1000.0
-        tp = eff.tp
+    async def _alter_sender(self) -> None:
+        """Send the queued ISR proposals, up to MAX_ALTER_ITEMS in one ALTER_PARTITION, until
+        each is answered or superseded (a LEADER_AND_ISR replaced it). A node back in every ISR
+        after a restart proposes one expansion per partition it replicates: one request (and
+        one ZooKeeper transaction at the controller) rather than one each, as Kafka's
+        AlterPartitionManager batches them. Retriable failures go back in the queue and the
+        sender backs off (alter.partition.retry.backoff.ms, cut short by a controller move)."""
+        backoff_s = self.cfg.alter_partition_retry_backoff_ms / 1000.0
+        queue = self._alter_queue
         while not self._closing:
-            if self.core.pending_alter(tp) != eff:
-                return                       # a LEADER_AND_ISR replaced it
-            req = replication_pb2.AlterPartitionRequest(broker_id=cfg.broker_id,
-                                                        broker_epoch=self.broker_epoch)
-            req.partitions.add(topic=tp[0], partition=tp[1], leader_id=eff.leader_id,
+            if not queue:
+                self._alter_wake.clear()
+                await self._alter_wake.wait()
+                continue
+            batch: dict = {}
+            for tp in list(queue)[:MAX_ALTER_ITEMS]:
+                eff = queue.pop(tp)
+                if self.core.pending_alter(tp) == eff:
+                    batch[tp] = eff
+            if not batch:
+                continue
+            retry, moves = await self._send_alter_batch(batch)
+            if retry:
+                for tp, eff in retry.items():
+                    queue.setdefault(tp, eff)        # a newer proposal queued meanwhile wins
+                await self._wait_for_retry(backoff_s, moves)
+
+    async def _send_alter_batch(self, batch: dict) -> tuple[dict, int]:
+        """One ALTER_PARTITION for `batch` (tp -> AlterIsr); applies what the controller
+        answered. Returns the proposals to send again and the controller moves seen."""
+        cfg = self.cfg
+        req = replication_pb2.AlterPartitionRequest(broker_id=cfg.broker_id,
+                                                    broker_epoch=self.broker_epoch)
+        for (topic, partition), eff in batch.items():
+            req.partitions.add(topic=topic, partition=partition, leader_id=eff.leader_id,
                                leader_epoch=eff.leader_epoch, new_isr=list(eff.new_isr),
                                partition_epoch=eff.zk_version)
+        moves = self._controller_moves
+        try:
+            ch = await self._controller_channel()
             moves = self._controller_moves
-            try:
-                ch = await self._controller_channel()
-                moves = self._controller_moves
-                resp = await ch.call(ApiKey.ALTER_PARTITION, req,
-                                     timeout_ms=cfg.controller_socket_timeout_ms)
-            except asyncio.CancelledError:
-                raise
-            except errors.KafkaError as e:
-                if e.retriable:
-                    log.info("[%s-%d] ALTER_PARTITION: %s; retrying", tp[0], tp[1], e)
-                    await self._wait_for_retry(backoff_s, moves)
-                    continue
-                result = AlterPartitionResult(tp, e.code)
-            except Exception:
-                log.exception("[%s-%d] ALTER_PARTITION failed; retrying", tp[0], tp[1])
-                await self._wait_for_retry(backoff_s, moves)
+            resp = await ch.call(ApiKey.ALTER_PARTITION, req,
+                                 timeout_ms=cfg.controller_socket_timeout_ms)
+        except asyncio.CancelledError:
+            raise
+        except errors.KafkaError as e:
+            if e.retriable:
+                log.info("ALTER_PARTITION of %d partition(s): %s; retrying", len(batch), e)
+                return batch, moves
+            results = {tp: AlterPartitionResult(tp, e.code) for tp in batch}
+        except Exception:
+            log.exception("ALTER_PARTITION of %d partition(s) failed; retrying", len(batch))
+            return batch, moves
+        else:
+            results = self._alter_results(batch, resp.body)
+        retry = {}
+        for tp, eff in batch.items():
+            result = results[tp]
+            if result.error_code in RETRIABLE_ALTER_CODES:
+                retry[tp] = eff
                 continue
-            else:
-                result = self._alter_result(tp, resp.body)
-                if result.error_code in RETRIABLE_ALTER_CODES:
-                    await self._wait_for_retry(backoff_s, moves)
-                    continue
             moved = self.core.on_alter_partition_result(eff, result)
             r = self.core.get(tp)
             if result.error_code == NONE:
@@ -184,17 +219,22 @@ class ControllerLink:
                             errors.ErrorCode.Name(result.error_code))
             if r is not None:
                 self._partition_changed(tp, moved)
-            return
+        return retry, moves
 
     @staticmethod
-    def _alter_result(tp, body) -> AlterPartitionResult:
+    def _alter_results(batch: dict, body) -> dict:
+        """tp -> AlterPartitionResult for every partition of `batch` from the answer."""
         if body.error_code != NONE:
-            return AlterPartitionResult(tp, body.error_code)
-        for p in body.partitions:
-            if (p.topic, p.partition) == tp:
-                return AlterPartitionResult(tp, p.error_code, p.leader_id, p.leader_epoch,
-                                            tuple(p.isr), p.partition_epoch)
-        return AlterPartitionResult(tp, errors.UnknownTopicOrPartitionError.code)
+            return {tp: AlterPartitionResult(tp, body.error_code) for tp in batch}
+        answered = {(p.topic, p.partition): p for p in body.partitions}
+        out = {}
+        for tp in batch:
+            p = answered.get(tp)
+            out[tp] = AlterPartitionResult(tp, errors.UnknownTopicOrPartitionError.code) \
+                if p is None else AlterPartitionResult(tp, p.error_code, p.leader_id,
+                                                       p.leader_epoch, tuple(p.isr),
+                                                       p.partition_epoch)
+        return out
 
     async def _controlled_shutdown(self) -> None:
         """Kafka's controlled shutdown: ask the controller to move our leaderships away and

@@ -46,7 +46,7 @@ from services.storage_node.core.producer_state import Verdict
 from services.storage_node.core.purgatory import FetchWaiters, ProducePurgatory
 from services.storage_node.core.replica_state import (NONE, BecomeFollower, BecomeLeader,
                                                       LocalLog, PartitionStateIn, ReplicaManager,
-                                                      Role)
+                                                      Role, stale_broker_epoch)
 from services.storage_node.shell import log_access, log_dirs_admin
 from services.storage_node.shell.controller_heartbeat import ControllerHeartbeat
 from services.storage_node.shell import metrics as node_metrics
@@ -65,6 +65,7 @@ OFFSET_OUT_OF_RANGE = errors.OffsetOutOfRangeError.code
 INVALID_REQUEST = errors.InvalidRequestError.code
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
 INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcksError.code
+STALE_BROKER_EPOCH = errors.StaleBrokerEpochError.code
 # The tick task wakes at least this often even with nothing waiting (bounds clock drift).
 IDLE_TICK_S = 1.0
 
@@ -92,7 +93,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
 
     def __init__(self, cfg: StorageNodeConfig):
         self.cfg = cfg
-        self.core = ReplicaManager(cfg.broker_id)
+        self.core = ReplicaManager(cfg.broker_id, min_insync_of=self._min_insync)
         self.produce_purgatory = ProducePurgatory()
         self.fetch_waiters = FetchWaiters(cfg.queued_max_requests)
         # Followers' incremental fetch sessions (KIP-227). Random ids: a restarted node does not
@@ -117,6 +118,11 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
         self._stopping = False
         self._closing = False            # no new background work (ISR proposals)
         self._alter_tasks: set[asyncio.Task] = set()
+        # ISR proposals waiting to be sent, the newest per partition, and their one sender
+        # (controller_link._alter_sender)
+        self._alter_queue: dict = {}
+        self._alter_wake = asyncio.Event()
+        self._alter_task: asyncio.Task | None = None
         self.logs: log_access.Logs | None = None
         self.server: RpcServer | None = None
         self.zk = None
@@ -270,10 +276,15 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
 
     def _registration(self) -> bytes:
         cfg = self.cfg
+        # KIP-966: the first registration of a process that started after an unclean shutdown
+        # says so (the controller takes this node out of every ELR); a later one (a new
+        # ZooKeeper session of the same process) does not.
+        unclean = bool(self.logs.manager.unclean_dirs) if self.logs is not None \
+            and self.broker_epoch < 0 else False
         return znodes.encode_broker(znodes.BrokerInfo(
             broker_id=cfg.broker_id, host=cfg.host_name, port=cfg.port,
             endpoints=(cfg.endpoint,), timestamp_ms=int(time.time() * 1000),
-            offline_partitions=self.offline_partitions()))
+            offline_partitions=self.offline_partitions(), unclean_shutdown=unclean))
 
     def offline_partitions(self) -> tuple[tuple[str, int], ...]:
         """Replicas this node cannot serve: in failed log dirs, or in dirs low on space."""
@@ -541,8 +552,22 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
     # =========================================================================================
     # LEADER_AND_ISR / STOP_REPLICA
 
+    def _stale_registration(self, broker_epoch: int) -> str | None:
+        """Why a controller request stamped for `broker_epoch` is refused (an earlier
+        registration of this node), or None."""
+        if stale_broker_epoch(broker_epoch, self.broker_epoch):
+            log.info("[node %d] refused a controller request for broker epoch %d (registered "
+                     "as %d since)", self.cfg.broker_id, broker_epoch, self.broker_epoch)
+            return (f"broker epoch {broker_epoch} is stale: node {self.cfg.broker_id} "
+                    f"registered as {self.broker_epoch} since")
+        return None
+
     async def handle_leader_and_isr(self, req: Request) -> Reply:
         body: controller_pb2.LeaderAndIsrRequest = req.body
+        why = self._stale_registration(body.broker_epoch)
+        if why is not None:
+            return Reply(controller_pb2.LeaderAndIsrResponse(
+                error_code=STALE_BROKER_EPOCH, error_message=why))
         states = [PartitionStateIn(s.topic, s.partition, s.leader, s.leader_epoch, tuple(s.isr),
                                    tuple(s.replicas), dict(s.topic_configs), s.zk_version)
                   for s in body.partitions]
@@ -629,6 +654,10 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
 
     async def handle_stop_replica(self, req: Request) -> Reply:
         body: controller_pb2.StopReplicaRequest = req.body
+        why = self._stale_registration(body.broker_epoch)
+        if why is not None:
+            return Reply(controller_pb2.StopReplicaResponse(
+                error_code=STALE_BROKER_EPOCH, error_message=why))
         tps = [(p.topic, p.partition) for p in body.partitions]
         code, perrs, removed = self.core.stop_replica(body.controller_epoch, tps)
         resp = controller_pb2.StopReplicaResponse(error_code=code)

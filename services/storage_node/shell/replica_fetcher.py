@@ -87,6 +87,7 @@ class ReplicaFetcher:
         # it covers, and whether follow() cut it short.
         self._call: asyncio.Future | None = None
         self._fetching: frozenset = frozenset()
+        self._fetch_epochs: dict = {}     # tp -> the leader epoch the fetch in flight names
         self._interrupted = False
         # Partitions whose last answer was an error, left out of the fetches until then
         # (loop time): Kafka's delayPartitions(replica.fetch.backoff.ms). The others go on.
@@ -99,9 +100,17 @@ class ReplicaFetcher:
         long poll in flight, which covers only the old ones, to end: up to
         replica.fetch.wait.max.ms in which no acks=all write to it can complete. So that poll is
         abandoned (its answer, if it comes, is dropped) and the next fetch, a full one, names
-        the new partitions at once."""
+        the new partitions at once. The same when a partition's leader epoch changed (this
+        node registered again after a network cut, or the leader was re-elected): the fetch
+        in flight names the old epoch, and its answer could only be FENCED_LEADER_EPOCH, which
+        would hold the partition back for the error backoff (issue 24)."""
         delayed = self._delayed
         if any(tp not in self._fetching and tp not in delayed for tp in partitions):
+            self._interrupt()
+            return
+        epochs, core = self._fetch_epochs, self.node.core
+        if epochs and any((r := core.get(tp)) is not None and tp in epochs
+                          and r.leader_epoch != epochs[tp] for tp in partitions):
             self._interrupt()
 
     def _interrupt(self) -> None:
@@ -204,6 +213,7 @@ class ReplicaFetcher:
             ApiKey.FETCH, req,
             timeout_ms=cfg.replica_fetch_wait_max_ms + cfg.replica_socket_timeout_ms))
         self._call, self._fetching, self._interrupted = call, frozenset(states), False
+        self._fetch_epochs = {tp: epoch for tp, (epoch, _) in sent.items()}
         try:
             resp = await call
         except asyncio.CancelledError:

@@ -396,3 +396,27 @@ def test_broker_changes_count_each_node_joining_or_leaving_however_the_events_co
     standby = ControllerCore(ControllerConfig(controller_id=7), random.Random(0))
     standby.handle(BrokersChanged(brokers(1, 2)), 0)     # a standby counts nothing
     assert standby.broker_changes == 0
+
+
+# ---- requests name the registration they are meant for (issue 24, KIP-380) -----------------
+def test_requests_to_a_node_carry_its_broker_epoch_and_a_new_registration_gets_its_own():
+    import dataclasses
+    core = new_core(live=())
+    first = tuple(dataclasses.replace(broker(i), epoch=100 + i) for i in (1, 2, 3))
+    core.handle(BrokersChanged(first), 0)
+    create(core, "t", partitions=2, rf=3)
+    out = create(core, "u", partitions=1, rf=3)
+    assert {n: r.broker_epoch for n, r in lai_by_node(out).items()} == {1: 101, 2: 102, 3: 103}
+    # node 3 restarts: its new registration has a new czxid; what it is sent names that one
+    again = first[:2] + (dataclasses.replace(broker(3), epoch=200),)
+    out = core.handle(BrokersChanged(again), 10)
+    assert lai_by_node(out)[3].broker_epoch == 200
+    assert {(p.topic, p.partition) for p in lai_by_node(out)[3].partitions} == {
+        ("t", 0), ("t", 1), ("u", 0)}
+    out = core.handle(RequestReceived(Api.DELETE_TOPICS,
+                                      controller_pb2.DeleteTopicsRequest(names=["u"])), 20)
+    assert {s.node_id: s.request.broker_epoch for s in of(out, SendStopReplica)} == {
+        1: 101, 2: 102, 3: 200}
+    # a registration whose epoch is unknown (-1): not stamped, the node does not check
+    core.handle(BrokersChanged(again[:2] + (broker(3),)), 30)
+    assert lai_by_node(create(core, "v", partitions=1, rf=3))[3].broker_epoch == 0

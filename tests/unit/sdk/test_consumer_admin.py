@@ -197,11 +197,14 @@ def test_cli_parser_and_describe_format(monkeypatch):
     with pytest.raises(SystemExit):
         parser.parse_args(["topics", "create"])      # --topic is required
     desc = TopicDescription("x", (PartitionInfo("x", 0, 1, (1, 2, 3), (1, 2, 3)),
-                                  PartitionInfo("x", 1, -1, (2, 3, 1), ())), {"k": "v"})
+                                  PartitionInfo("x", 1, -1, (2, 3, 1), ()),
+                                  PartitionInfo("x", 2, 3, (3, 1, 2), (3,), elr=(1,),
+                                                last_known_elr=(2,))), {"k": "v"})
     assert format_description(desc) == [
-        "Topic:x\tPartitionCount:2\tReplicationFactor:3\tConfigs:k=v",
-        "\tTopic: x\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3",
-        "\tTopic: x\tPartition: 1\tLeader: none\tReplicas: 2,3,1\tIsr: ",
+        "Topic:x\tPartitionCount:3\tReplicationFactor:3\tConfigs:k=v",
+        "\tTopic: x\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tElr: \tLastKnownElr: ",
+        "\tTopic: x\tPartition: 1\tLeader: none\tReplicas: 2,3,1\tIsr: \tElr: \tLastKnownElr: ",
+        "\tTopic: x\tPartition: 2\tLeader: 3\tReplicas: 3,1,2\tIsr: 3\tElr: 1\tLastKnownElr: 2",
     ]
     with pytest.raises(SystemExit) as e:
         tools.main(["--help"])

@@ -128,3 +128,48 @@ def test_stop_replica_epoch_checked():
     code, perrs, removed = rm.stop_replica(4, [T, ("nope", 0)])
     assert code == NONE and removed == [T] and rm.get(T) is None
     assert rm.leader_check(T) == errors.UnknownTopicOrPartitionError.code
+
+
+def test_a_controller_request_meant_for_an_earlier_registration_is_stale():
+    from services.storage_node.core.replica_state import stale_broker_epoch
+    assert stale_broker_epoch(100, 200)      # the old process's request, resent to its successor
+    assert not stale_broker_epoch(200, 200)
+    assert not stale_broker_epoch(300, 200)      # the controller saw our registration first
+    assert not stale_broker_epoch(0, 200)        # not stamped (an older controller)
+    assert not stale_broker_epoch(100, -1)       # not registered yet: nothing to compare with
+
+
+def test_high_watermark_holds_while_the_isr_is_below_min_insync_replicas():
+    """KIP-966's strict min ISR: what the controller keeps as eligible leaders (the ISR when it
+    fell below min.insync.replicas) has every record below the high watermark."""
+    from services.storage_node.core.replica_state import AlterPartitionResult
+    rm = ReplicaManager(1, min_insync_of=lambda topic: 2)
+    apply(rm, 1, state(1, 0))
+    rm.on_local_append(T, 10)
+    rm.on_follower_fetch(T, 2, 10)
+    rm.on_follower_fetch(T, 3, 10)
+    assert rm.get(T).high_watermark == 10
+    # the followers are cut off: the ISR shrinks to the leader alone
+    sent = rm._propose(rm.get(T), (1,))
+    assert rm.on_alter_partition_result(sent, AlterPartitionResult(T, NONE, 1, 0, (1,), 1)) \
+        is False
+    assert rm.under_min_isr(rm.get(T))
+    assert rm.on_local_append(T, 15) is False        # appended (acks=1), not committed
+    assert rm.get(T).high_watermark == 10
+    # a follower catches up and is taken back: at min.insync.replicas the HW moves again
+    rm.on_follower_fetch(T, 2, 15)
+    assert rm.get(T).high_watermark == 10
+    sent = rm.maybe_expand_isr(T, 2)
+    assert sent is not None and sent.new_isr == (1, 2)
+    assert rm.on_alter_partition_result(sent, AlterPartitionResult(T, NONE, 1, 0, (1, 2), 2)) \
+        is True
+    assert rm.get(T).high_watermark == 15
+    rm.check_invariants()
+
+
+def test_min_insync_above_the_replication_factor_counts_as_the_replication_factor():
+    rm = ReplicaManager(1, min_insync_of=lambda topic: 3)
+    apply(rm, 1, state(1, 0, isr=(1, 2), replicas=(1, 2)))
+    rm.on_local_append(T, 5)
+    assert rm.on_follower_fetch(T, 2, 5) is True
+    assert rm.get(T).high_watermark == 5

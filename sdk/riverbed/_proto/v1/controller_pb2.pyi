@@ -23,7 +23,11 @@ DESCRIPTOR: _descriptor.FileDescriptor
 @_typing.final
 class PartitionState(_message.Message):
     """---- controller -> storage nodes. Every request carries the controller epoch; a storage node
-    refuses one older than the newest it has seen with STALE_CONTROLLER_EPOCH.
+    refuses one older than the newest it has seen with STALE_CONTROLLER_EPOCH. Since issue 24 it
+    also names the registration it is meant for (broker_epoch: the czxid of the node's
+    /brokers/ids/<id> znode, KIP-380); a node refuses one meant for an earlier registration of its
+    own with STALE_BROKER_EPOCH (a request to a process that stopped must not steer the process
+    that replaced it). 0: not stamped (an older controller), not checked.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -107,8 +111,11 @@ class LeaderAndIsrRequest(_message.Message):
     CONTROLLER_EPOCH_FIELD_NUMBER: _builtins.int
     PARTITIONS_FIELD_NUMBER: _builtins.int
     LIVE_LEADERS_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
     controller_id: _builtins.int
     controller_epoch: _builtins.int
+    broker_epoch: _builtins.int
+    """the registration it is for (see above); since issue 24"""
     @_builtins.property
     def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionState]: ...
     @_builtins.property
@@ -122,10 +129,11 @@ class LeaderAndIsrRequest(_message.Message):
         controller_epoch: _builtins.int = ...,
         partitions: _abc.Iterable[Global___PartitionState] | None = ...,
         live_leaders: _abc.Iterable[_common_pb2.Broker] | None = ...,
+        broker_epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["controller_epoch", b"controller_epoch", "controller_id", b"controller_id", "live_leaders", b"live_leaders", "partitions", b"partitions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "controller_epoch", b"controller_epoch", "controller_id", b"controller_id", "live_leaders", b"live_leaders", "partitions", b"partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -192,9 +200,12 @@ class StopReplicaRequest(_message.Message):
     CONTROLLER_EPOCH_FIELD_NUMBER: _builtins.int
     DELETE_PARTITIONS_FIELD_NUMBER: _builtins.int
     PARTITIONS_FIELD_NUMBER: _builtins.int
+    BROKER_EPOCH_FIELD_NUMBER: _builtins.int
     controller_id: _builtins.int
     controller_epoch: _builtins.int
     delete_partitions: _builtins.bool
+    broker_epoch: _builtins.int
+    """the registration it is for (see above); since issue 24"""
     @_builtins.property
     def partitions(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]: ...
     def __init__(
@@ -204,10 +215,11 @@ class StopReplicaRequest(_message.Message):
         controller_epoch: _builtins.int = ...,
         delete_partitions: _builtins.bool = ...,
         partitions: _abc.Iterable[_common_pb2.TopicPartition] | None = ...,
+        broker_epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["controller_epoch", b"controller_epoch", "controller_id", b"controller_id", "delete_partitions", b"delete_partitions", "partitions", b"partitions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_epoch", b"broker_epoch", "controller_epoch", b"controller_epoch", "controller_id", b"controller_id", "delete_partitions", b"delete_partitions", "partitions", b"partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -86,7 +86,10 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     TOPIC_DELETION_DISABLED: _ErrorCode.ValueType  # 73
     FENCED_LEADER_EPOCH: _ErrorCode.ValueType  # 74
     UNKNOWN_LEADER_EPOCH: _ErrorCode.ValueType  # 75
+    STALE_BROKER_EPOCH: _ErrorCode.ValueType  # 77
+    """a controller request meant for an earlier registration"""
     OFFSET_NOT_AVAILABLE: _ErrorCode.ValueType  # 78
+    """(broker epoch) of this storage node (KIP-380)"""
     MEMBER_ID_REQUIRED: _ErrorCode.ValueType  # 79
     PREFERRED_LEADER_NOT_AVAILABLE: _ErrorCode.ValueType  # 80
     GROUP_MAX_SIZE_REACHED: _ErrorCode.ValueType  # 81
@@ -157,7 +160,10 @@ INVALID_FETCH_SESSION_EPOCH: ErrorCode.ValueType  # 71
 TOPIC_DELETION_DISABLED: ErrorCode.ValueType  # 73
 FENCED_LEADER_EPOCH: ErrorCode.ValueType  # 74
 UNKNOWN_LEADER_EPOCH: ErrorCode.ValueType  # 75
+STALE_BROKER_EPOCH: ErrorCode.ValueType  # 77
+"""a controller request meant for an earlier registration"""
 OFFSET_NOT_AVAILABLE: ErrorCode.ValueType  # 78
+"""(broker epoch) of this storage node (KIP-380)"""
 MEMBER_ID_REQUIRED: ErrorCode.ValueType  # 79
 PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode.ValueType  # 80
 GROUP_MAX_SIZE_REACHED: ErrorCode.ValueType  # 81

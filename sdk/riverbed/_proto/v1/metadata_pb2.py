@@ -26,7 +26,7 @@ from riverbed._proto.v1 import errors_pb2 as riverbed_dot_v1_dot_errors__pb2
 from riverbed._proto.v1 import common_pb2 as riverbed_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ariverbed/v1/metadata.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\x1a\x18riverbed/v1/common.proto\"D\n\x0fMetadataRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12!\n\x19\x61llow_auto_topic_creation\x18\x02 \x01(\x08\"\xb1\x01\n\x11PartitionMetadata\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06leader\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x10\n\x08replicas\x18\x05 \x03(\x05\x12\x0b\n\x03isr\x18\x06 \x03(\x05\x12\x18\n\x10offline_replicas\x18\x07 \x03(\x05\"\x93\x02\n\rTopicMetadata\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x13\n\x0bis_internal\x18\x04 \x01(\x08\x12\x32\n\npartitions\x18\x05 \x03(\x0b\x32\x1e.riverbed.v1.PartitionMetadata\x12\x38\n\x07\x63onfigs\x18\x06 \x03(\x0b\x32\'.riverbed.v1.TopicMetadata.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"3\n\x0bGatewayInfo\x12\x12\n\ngateway_id\x18\x01 \x01(\x05\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\"\xef\x01\n\x10MetadataResponse\x12$\n\x07\x62rokers\x18\x01 \x03(\x0b\x32\x13.riverbed.v1.Broker\x12\x15\n\rcontroller_id\x18\x02 \x01(\x05\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12*\n\x06topics\x18\x04 \x03(\x0b\x32\x1a.riverbed.v1.TopicMetadata\x12*\n\x08gateways\x18\x05 \x03(\x0b\x32\x18.riverbed.v1.GatewayInfo\x12\x18\n\x10metadata_version\x18\x06 \x01(\x04\x12\x18\n\x10\x63ontroller_epoch\x18\x07 \x01(\x05\"\xcd\x01\n\x15UpdateMetadataRequest\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x05\x12\x18\n\x10metadata_version\x18\x03 \x01(\x04\x12)\n\x0clive_brokers\x18\x04 \x03(\x0b\x32\x13.riverbed.v1.Broker\x12*\n\x06topics\x18\x05 \x03(\x0b\x32\x1a.riverbed.v1.TopicMetadata\x12\x12\n\ncluster_id\x18\x06 \x01(\t\"[\n\x16UpdateMetadataResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"\x18\n\x16\x44\x65scribeClusterRequest\"\xd9\x01\n\x17\x44\x65scribeClusterResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12\x15\n\rcontroller_id\x18\x04 \x01(\x05\x12$\n\x07\x62rokers\x18\x05 \x03(\x0b\x32\x13.riverbed.v1.Broker\x12*\n\x08gateways\x18\x06 \x03(\x0b\x32\x18.riverbed.v1.GatewayInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ariverbed/v1/metadata.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\x1a\x18riverbed/v1/common.proto\"D\n\x0fMetadataRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12!\n\x19\x61llow_auto_topic_creation\x18\x02 \x01(\x08\"\xeb\x01\n\x11PartitionMetadata\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06leader\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x10\n\x08replicas\x18\x05 \x03(\x05\x12\x0b\n\x03isr\x18\x06 \x03(\x05\x12\x18\n\x10offline_replicas\x18\x07 \x03(\x05\x12 \n\x18\x65ligible_leader_replicas\x18\x08 \x03(\x05\x12\x16\n\x0elast_known_elr\x18\t \x03(\x05\"\x93\x02\n\rTopicMetadata\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x13\n\x0bis_internal\x18\x04 \x01(\x08\x12\x32\n\npartitions\x18\x05 \x03(\x0b\x32\x1e.riverbed.v1.PartitionMetadata\x12\x38\n\x07\x63onfigs\x18\x06 \x03(\x0b\x32\'.riverbed.v1.TopicMetadata.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"3\n\x0bGatewayInfo\x12\x12\n\ngateway_id\x18\x01 \x01(\x05\x12\x10\n\x08\x65ndpoint\x18\x02 \x01(\t\"\xef\x01\n\x10MetadataResponse\x12$\n\x07\x62rokers\x18\x01 \x03(\x0b\x32\x13.riverbed.v1.Broker\x12\x15\n\rcontroller_id\x18\x02 \x01(\x05\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12*\n\x06topics\x18\x04 \x03(\x0b\x32\x1a.riverbed.v1.TopicMetadata\x12*\n\x08gateways\x18\x05 \x03(\x0b\x32\x18.riverbed.v1.GatewayInfo\x12\x18\n\x10metadata_version\x18\x06 \x01(\x04\x12\x18\n\x10\x63ontroller_epoch\x18\x07 \x01(\x05\"\xcd\x01\n\x15UpdateMetadataRequest\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x05\x12\x18\n\x10metadata_version\x18\x03 \x01(\x04\x12)\n\x0clive_brokers\x18\x04 \x03(\x0b\x32\x13.riverbed.v1.Broker\x12*\n\x06topics\x18\x05 \x03(\x0b\x32\x1a.riverbed.v1.TopicMetadata\x12\x12\n\ncluster_id\x18\x06 \x01(\t\"[\n\x16UpdateMetadataResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\"\x18\n\x16\x44\x65scribeClusterRequest\"\xd9\x01\n\x17\x44\x65scribeClusterResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x12\n\ncluster_id\x18\x03 \x01(\t\x12\x15\n\rcontroller_id\x18\x04 \x01(\x05\x12$\n\x07\x62rokers\x18\x05 \x03(\x0b\x32\x13.riverbed.v1.Broker\x12*\n\x08gateways\x18\x06 \x03(\x0b\x32\x18.riverbed.v1.GatewayInfob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,21 +38,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_METADATAREQUEST']._serialized_start=95
   _globals['_METADATAREQUEST']._serialized_end=163
   _globals['_PARTITIONMETADATA']._serialized_start=166
-  _globals['_PARTITIONMETADATA']._serialized_end=343
-  _globals['_TOPICMETADATA']._serialized_start=346
-  _globals['_TOPICMETADATA']._serialized_end=621
-  _globals['_TOPICMETADATA_CONFIGSENTRY']._serialized_start=575
-  _globals['_TOPICMETADATA_CONFIGSENTRY']._serialized_end=621
-  _globals['_GATEWAYINFO']._serialized_start=623
-  _globals['_GATEWAYINFO']._serialized_end=674
-  _globals['_METADATARESPONSE']._serialized_start=677
-  _globals['_METADATARESPONSE']._serialized_end=916
-  _globals['_UPDATEMETADATAREQUEST']._serialized_start=919
-  _globals['_UPDATEMETADATAREQUEST']._serialized_end=1124
-  _globals['_UPDATEMETADATARESPONSE']._serialized_start=1126
-  _globals['_UPDATEMETADATARESPONSE']._serialized_end=1217
-  _globals['_DESCRIBECLUSTERREQUEST']._serialized_start=1219
-  _globals['_DESCRIBECLUSTERREQUEST']._serialized_end=1243
-  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_start=1246
-  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_end=1463
+  _globals['_PARTITIONMETADATA']._serialized_end=401
+  _globals['_TOPICMETADATA']._serialized_start=404
+  _globals['_TOPICMETADATA']._serialized_end=679
+  _globals['_TOPICMETADATA_CONFIGSENTRY']._serialized_start=633
+  _globals['_TOPICMETADATA_CONFIGSENTRY']._serialized_end=679
+  _globals['_GATEWAYINFO']._serialized_start=681
+  _globals['_GATEWAYINFO']._serialized_end=732
+  _globals['_METADATARESPONSE']._serialized_start=735
+  _globals['_METADATARESPONSE']._serialized_end=974
+  _globals['_UPDATEMETADATAREQUEST']._serialized_start=977
+  _globals['_UPDATEMETADATAREQUEST']._serialized_end=1182
+  _globals['_UPDATEMETADATARESPONSE']._serialized_start=1184
+  _globals['_UPDATEMETADATARESPONSE']._serialized_end=1275
+  _globals['_DESCRIBECLUSTERREQUEST']._serialized_start=1277
+  _globals['_DESCRIBECLUSTERREQUEST']._serialized_end=1301
+  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_start=1304
+  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_end=1521
 # @@protoc_insertion_point(module_scope)

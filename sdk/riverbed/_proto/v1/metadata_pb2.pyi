@@ -59,6 +59,8 @@ class PartitionMetadata(_message.Message):
     REPLICAS_FIELD_NUMBER: _builtins.int
     ISR_FIELD_NUMBER: _builtins.int
     OFFLINE_REPLICAS_FIELD_NUMBER: _builtins.int
+    ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _builtins.int
+    LAST_KNOWN_ELR_FIELD_NUMBER: _builtins.int
     error_code: _errors_pb2.ErrorCode.ValueType
     """LEADER_NOT_AVAILABLE when there is no live leader"""
     partition: _builtins.int
@@ -71,6 +73,15 @@ class PartitionMetadata(_message.Message):
     def isr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
     def offline_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def eligible_leader_replicas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Eligible leader replicas (KIP-966, since issue 24): replicas outside the ISR that may still
+        be elected cleanly (they were in the ISR when it fell below min.insync.replicas), and those
+        that were and no longer are (an unclean shutdown). Empty while the ISR is large enough.
+        """
+
+    @_builtins.property
+    def last_known_elr(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
@@ -81,10 +92,12 @@ class PartitionMetadata(_message.Message):
         replicas: _abc.Iterable[_builtins.int] | None = ...,
         isr: _abc.Iterable[_builtins.int] | None = ...,
         offline_replicas: _abc.Iterable[_builtins.int] | None = ...,
+        eligible_leader_replicas: _abc.Iterable[_builtins.int] | None = ...,
+        last_known_elr: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "isr", b"isr", "leader", b"leader", "leader_epoch", b"leader_epoch", "offline_replicas", b"offline_replicas", "partition", b"partition", "replicas", b"replicas"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["eligible_leader_replicas", b"eligible_leader_replicas", "error_code", b"error_code", "isr", b"isr", "last_known_elr", b"last_known_elr", "leader", b"leader", "leader_epoch", b"leader_epoch", "offline_replicas", b"offline_replicas", "partition", b"partition", "replicas", b"replicas"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
