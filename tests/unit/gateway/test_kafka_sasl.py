@@ -1,0 +1,230 @@
+"""SASL on the Kafka listener, as pure cores: SCRAM credentials in Kafka's format
+(services/common/acl/scram.py) and the per-connection SASL state machine
+(services/gateway/kafka/sasl.py), with RFC 7677's SCRAM-SHA-256 exchange, SCRAM-SHA-512 against
+scramp's client, PLAIN, the states, and random bytes into every step.
+"""
+from __future__ import annotations
+
+import base64
+
+import pytest
+import scramp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.common.acl import scram as sc
+from services.gateway.kafka import sasl
+
+# RFC 7677 section 3: user "user", password "pencil".
+RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+RFC_C_NONCE = "rOprNGfwEbeRWgbNEkqO"
+RFC_S_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+RFC_SERVER_FIRST = (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                    b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+RFC_CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+SECRET = b"gateway-secret"
+
+
+def store(**users: dict[str, sc.ScramCredential]):
+    return lambda user, mech: users.get(user, {}).get(mech)
+
+
+def server(lookup, enabled=(sc.SCRAM_SHA_256, sc.SCRAM_SHA_512), nonce=RFC_S_NONCE):
+    return sasl.SaslServer(tuple(enabled), lookup, nonce=nonce, unknown_user_secret=SECRET)
+
+
+RFC_CRED = sc.make_credential(sc.SCRAM_SHA_256, "pencil", RFC_SALT, 4096)
+
+
+# -- credentials (Kafka's format) --------------------------------------------------------------
+
+def test_credential_round_trips_in_kafkas_format():
+    text = sc.encode_credential(RFC_CRED)
+    assert text.startswith("salt=W22ZaJ0SNY7soEsUEjb6gQ==,stored_key=")
+    assert text.endswith(",iterations=4096")
+    assert sc.decode_credential(text) == RFC_CRED
+    assert "pencil" not in repr(RFC_CRED) and "stored" not in repr(RFC_CRED)
+
+
+@pytest.mark.parametrize("bad", ["", "salt=AA==", "salt=AA==,stored_key=AA==,server_key=AA==",
+                                 "salt=AA==,stored_key=AA==,server_key=AA==,iterations=x",
+                                 "salt=!!,stored_key=AA==,server_key=AA==,iterations=4096",
+                                 "salt=AA==,stored_key=AA==,server_key=AA==,iterations=4096,x=1",
+                                 "salt=AA==,salt=AA==,server_key=AA==,iterations=4096"])
+def test_unreadable_credentials_are_a_typed_error(bad):
+    with pytest.raises(sc.ScramConfigError):
+        sc.decode_credential(bad)
+
+
+def test_verify_password_against_the_stored_keys():
+    assert sc.verify_password(sc.SCRAM_SHA_256, RFC_CRED, "pencil")
+    assert not sc.verify_password(sc.SCRAM_SHA_256, RFC_CRED, "pen")
+    assert not sc.verify_password(sc.SCRAM_SHA_512, RFC_CRED, "pencil")
+
+
+def test_iterations_are_bounded_as_kafka_bounds_them():
+    with pytest.raises(sc.ScramConfigError):
+        sc.make_credential(sc.SCRAM_SHA_512, "p", b"salt", 4095)
+    with pytest.raises(sc.ScramConfigError):
+        sc.make_credential(sc.SCRAM_SHA_512, "p", b"salt", 16385)
+    with pytest.raises(sc.ScramConfigError):
+        sc.make_credential("SCRAM-SHA-1", "p", b"salt", 4096)
+
+
+def test_kafka_configs_spelling_is_parsed():
+    items = sc.split_config("SCRAM-SHA-256=[iterations=8192,password=a,b],producer_byte_rate=10,"
+                            "SCRAM-SHA-512=[password=x=y]")
+    assert items == ["SCRAM-SHA-256=[iterations=8192,password=a,b]", "producer_byte_rate=10",
+                     "SCRAM-SHA-512=[password=x=y]"]
+    assert sc.parse_scram_value(sc.SCRAM_SHA_256, "[iterations=8192,password=a,b]") == ("a,b", 8192)
+    assert sc.parse_scram_value(sc.SCRAM_SHA_512, "[password=x=y]") == ("x=y", 4096)
+    for bad in ("password=hunter2", "[]", "[iterations=8192]", "[iterations=100,password=hunter2]",
+                "[iterations=n,password=hunter2]", "[password=]"):
+        with pytest.raises(sc.ScramConfigError) as e:
+            sc.parse_scram_value(sc.SCRAM_SHA_512, bad)
+        assert "hunter2" not in str(e.value)
+    with pytest.raises(sc.ScramConfigError):
+        sc.split_config("SCRAM-SHA-512=[password=x")
+
+
+def test_credentials_of_a_config_snapshot_and_describe():
+    snap = {("users", "alice"): {sc.SCRAM_SHA_512: sc.encode_credential(RFC_CRED),
+                                 "producer_byte_rate": "10"},
+            ("users", "bob"): {sc.SCRAM_SHA_256: "garbage"},
+            ("clients", "alice"): {sc.SCRAM_SHA_512: sc.encode_credential(RFC_CRED)}}
+    assert sc.credentials_of(snap) == {"alice": {sc.SCRAM_SHA_512: RFC_CRED}}
+    assert sc.describe(snap[("users", "alice")]) == "SCRAM-SHA-512=iterations=4096"
+    assert sc.describe({"producer_byte_rate": "1"}) == ""
+
+
+# -- the SCRAM exchange ------------------------------------------------------------------------
+
+def test_rfc7677_scram_sha_256_exchange():
+    s = server(store(user={sc.SCRAM_SHA_256: RFC_CRED}))
+    assert not s.allows(3) and s.allows(18) and s.allows(17) and s.allows(36)
+    a = s.handshake(sc.SCRAM_SHA_256, 1)
+    assert a.error_code == 0 and a.mechanisms == (sc.SCRAM_SHA_256, sc.SCRAM_SHA_512)
+    assert s.state is sasl.State.AUTHENTICATE and not s.raw_tokens
+    a = s.authenticate(RFC_CLIENT_FIRST)
+    assert (a.error_code, a.token, a.close) == (0, RFC_SERVER_FIRST, False)
+    a = s.authenticate(RFC_CLIENT_FINAL)
+    assert (a.error_code, a.token, a.principal) == (0, RFC_SERVER_FINAL, "User:user")
+    assert s.complete and s.allows(3) and s.principal == "User:user"
+
+
+def _client_exchange(s: sasl.SaslServer, mech: str, user: str, password: str) -> sasl.Answer:
+    c = scramp.ScramClient([mech], user, password)
+    s.handshake(mech, 1)
+    a = s.authenticate(c.get_client_first().encode())
+    if a.error_code:
+        return a
+    c.set_server_first(a.token.decode())
+    a = s.authenticate(c.get_client_final().encode())
+    if a.error_code == 0:
+        c.set_server_final(a.token.decode())   # the client checks the server's signature
+    return a
+
+
+@pytest.mark.parametrize("mech", [sc.SCRAM_SHA_256, sc.SCRAM_SHA_512])
+def test_scram_with_a_client_right_and_wrong_password(mech):
+    cred = sc.make_credential(mech, "s3cret, with=signs", b"0123456789abcdef", 8192)
+    lookup = store(**{"app,one=x": {mech: cred}})
+    a = _client_exchange(server(lookup, nonce="abc"), mech, "app,one=x", "s3cret, with=signs")
+    assert a.principal == "User:app,one=x" and a.error_code == 0
+    s = server(lookup, nonce="abc")
+    a = _client_exchange(s, mech, "app,one=x", "wrong")
+    assert a.error_code == sasl.SASL_AUTHENTICATION_FAILED and a.close
+    assert a.error_message == sasl.failed_message(mech) and "wrong" not in a.error_message
+    assert s.state is sasl.State.FAILED and not s.allows(3) and s.principal is None
+
+
+def test_an_unknown_user_fails_at_the_proof_like_a_wrong_password():
+    s = server(store(), nonce="n1")
+    c = scramp.ScramClient([sc.SCRAM_SHA_512], "nobody", "pw")
+    s.handshake(sc.SCRAM_SHA_512, 1)
+    first = s.authenticate(c.get_client_first().encode())
+    assert first.error_code == 0               # a salt and iterations, as for a real user
+    again = server(store(), nonce="n1")
+    again.handshake(sc.SCRAM_SHA_512, 1)
+    c2 = scramp.ScramClient([sc.SCRAM_SHA_512], "nobody", "pw", c_nonce=c.c_nonce.nonce)
+    assert again.authenticate(c2.get_client_first().encode()).token == first.token   # stable salt
+    c.set_server_first(first.token.decode())
+    a = s.authenticate(c.get_client_final().encode())
+    assert a.error_code == sasl.SASL_AUTHENTICATION_FAILED and a.user == "nobody"
+
+
+def test_mechanism_not_enabled_and_wrong_order():
+    s = server(store(), enabled=(sc.SCRAM_SHA_512,))
+    a = s.handshake(sc.SCRAM_SHA_256, 1)
+    assert a.error_code == sasl.UNSUPPORTED_SASL_MECHANISM and a.close
+    assert a.mechanisms == (sc.SCRAM_SHA_512,)
+    s = server(store())
+    a = s.authenticate(RFC_CLIENT_FIRST)
+    assert a.error_code == sasl.ILLEGAL_SASL_STATE and a.close
+    s = server(store())
+    s.handshake(sc.SCRAM_SHA_256, 0)
+    assert s.raw_tokens
+    assert s.handshake(sc.SCRAM_SHA_256, 1).error_code == sasl.ILLEGAL_SASL_STATE
+
+
+def test_plain_checks_the_scram_store():
+    cred = sc.make_credential(sc.SCRAM_SHA_512, "pw", b"0123456789ab")
+    lookup = store(alice={sc.SCRAM_SHA_512: cred})
+    enabled = (sasl.PLAIN, sc.SCRAM_SHA_512)
+    s = server(lookup, enabled)
+    s.handshake("PLAIN", 1)
+    assert s.authenticate(b"\0alice\0pw").principal == "User:alice"
+    for token in (b"\0alice\0nope", b"bob\0alice\0pw", b"\0alice", b"\0nobody\0pw",
+                  b"\0alice\0", b"\xff\0alice\0pw"):
+        s = server(lookup, enabled)
+        s.handshake("PLAIN", 1)
+        a = s.authenticate(token)
+        assert a.error_code == sasl.SASL_AUTHENTICATION_FAILED and a.close, token
+    s = server(lookup, enabled)
+    s.handshake("PLAIN", 1)
+    assert s.authenticate(b"alice\0alice\0pw").error_code == 0     # authzid = user is fine
+
+
+def test_enabled_mechanisms_config():
+    assert sasl.check_mechanisms("scram-sha-512, PLAIN") == ("SCRAM-SHA-512", "PLAIN")
+    for bad in ("", "GSSAPI", "OAUTHBEARER,SCRAM-SHA-256"):
+        with pytest.raises(ValueError):
+            sasl.check_mechanisms(bad)
+
+
+def test_responses_for_every_version():
+    ok = sasl.Answer(token=b"t", mechanisms=("PLAIN",))
+    for v in (0, 1):
+        assert sasl.handshake_response(v, ok).mechanisms == ("PLAIN",)
+    for v in (0, 1, 2):
+        r = sasl.authenticate_response(v, ok)
+        assert r.auth_bytes == b"t" and r.error_code == 0
+
+
+# -- nothing malformed gets out as an exception --------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([sc.SCRAM_SHA_256, sc.SCRAM_SHA_512, sasl.PLAIN]),
+       st.lists(st.one_of(st.binary(max_size=120),
+                          st.text(max_size=80).map(lambda t: t.encode("utf-8", "surrogatepass")),
+                          st.sampled_from([RFC_CLIENT_FIRST, RFC_CLIENT_FINAL, b"n,,n=user,r=x",
+                                           b"n,a=user,n=user,r=x", b"p=tls-unique,,n=u,r=x",
+                                           b"c=biws,r=x,p=AAAA"])),
+                min_size=1, max_size=4))
+def test_random_tokens_only_fail_the_authentication(mech, tokens):
+    cred = sc.make_credential(sc.SCRAM_SHA_256, "pencil", RFC_SALT, 4096)
+    s = server(store(user={sc.SCRAM_SHA_256: cred}),
+               enabled=(sc.SCRAM_SHA_256, sc.SCRAM_SHA_512, sasl.PLAIN))
+    s.handshake(mech, 1)
+    for t in tokens:
+        a = s.authenticate(t)
+        assert a.error_code in (0, sasl.SASL_AUTHENTICATION_FAILED, sasl.ILLEGAL_SASL_STATE)
+        if a.close:
+            assert not s.complete
+            break
+        if s.complete:
+            assert a.principal == "User:user"
+            break
