@@ -35,13 +35,14 @@ from typing import Any
 import scramp
 
 from services.common.acl import scram as sc
+from services.gateway.kafka.listeners import SASL_MECHANISMS, check_mechanisms  # noqa: F401
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 API_VERSIONS = 18
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 PLAIN = "PLAIN"
-SUPPORTED_MECHANISMS = (sc.SCRAM_SHA_256, sc.SCRAM_SHA_512, PLAIN)
+SUPPORTED_MECHANISMS = SASL_MECHANISMS
 NONE = 0
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
@@ -75,18 +76,6 @@ class Answer:
     close: bool = False                # close the connection once the answer is written
     principal: str | None = None       # set when authentication completed
     user: str | None = None            # who tried (for the log; never the password)
-
-
-def check_mechanisms(value: str) -> tuple[str, ...]:
-    """`sasl.enabled.mechanisms` -> the mechanisms (ValueError for one not served)."""
-    out = tuple(dict.fromkeys(m.strip().upper() for m in value.split(",") if m.strip()))
-    for m in out:
-        if m not in SUPPORTED_MECHANISMS:
-            raise ValueError(f"sasl.enabled.mechanisms: {m} is not served (only "
-                             f"{', '.join(SUPPORTED_MECHANISMS)})")
-    if not out:
-        raise ValueError("sasl.enabled.mechanisms must name at least one mechanism")
-    return out
 
 
 def failed_message(mechanism: str) -> str:

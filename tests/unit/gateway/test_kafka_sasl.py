@@ -191,7 +191,7 @@ def test_plain_checks_the_scram_store():
 def test_enabled_mechanisms_config():
     assert sasl.check_mechanisms("scram-sha-512, PLAIN") == ("SCRAM-SHA-512", "PLAIN")
     for bad in ("", "GSSAPI", "OAUTHBEARER,SCRAM-SHA-256"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError):      # ListenerError, a ValueError
             sasl.check_mechanisms(bad)
 
 
