@@ -63,13 +63,14 @@ def _name(common_name: str, organization: str = "Riverbed"):
 
 def make_ca(directory: str | os.PathLike, secret_dir: str | os.PathLike | None = None, *,
             common_name: str = "Riverbed CA", days: int = DEFAULT_CA_DAYS,
-            overwrite: bool = False) -> tuple[pathlib.Path, pathlib.Path]:
+            overwrite: bool = False, key_name: str = CA_KEY,
+            cert_name: str = CA_CERT) -> tuple[pathlib.Path, pathlib.Path]:
     """Write ca.pem (0644) and ca.key (0600); returns their paths. An existing CA is kept
     unless `overwrite` (replacing it invalidates every certificate it signed)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
-    cert_path = pathlib.Path(directory) / CA_CERT
-    key_path = pathlib.Path(secret_dir or directory) / CA_KEY
+    cert_path = pathlib.Path(directory) / cert_name
+    key_path = pathlib.Path(secret_dir or directory) / key_name
     if cert_path.exists() and key_path.exists() and not overwrite:
         raise TlsError(f"{cert_path} exists: keep it, or replace it (and every certificate it "
                        "signed) with --force")
@@ -95,11 +96,12 @@ def make_ca(directory: str | os.PathLike, secret_dir: str | os.PathLike | None =
     return cert_path, key_path
 
 
-def _load_ca(ca_dir: str | os.PathLike, ca_secret_dir: str | os.PathLike | None):
+def _load_ca(ca_dir: str | os.PathLike, ca_secret_dir: str | os.PathLike | None,
+             key_name: str = CA_KEY, cert_name: str = CA_CERT):
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
-    cert_path = pathlib.Path(ca_dir) / CA_CERT
-    key_path = pathlib.Path(ca_secret_dir or ca_dir) / CA_KEY
+    cert_path = pathlib.Path(ca_dir) / cert_name
+    key_path = pathlib.Path(ca_secret_dir or ca_dir) / key_name
     try:
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
@@ -128,7 +130,8 @@ def parse_san(value: str):
 def make_certificate(name: str, directory: str | os.PathLike, *, ca_dir: str | os.PathLike,
                      ca_secret_dir: str | os.PathLike | None = None, sans: tuple[str, ...] = (),
                      client: bool = False, common_name: str | None = None,
-                     days: int = DEFAULT_DAYS) -> pathlib.Path:
+                     days: int = DEFAULT_DAYS, ca_key_name: str = CA_KEY,
+                     ca_cert_name: str = CA_CERT) -> pathlib.Path:
     """Write <directory>/NAME.pem (0600): a new private key and its certificate signed by the
     CA, then the CA's certificate (the chain). A server certificate names `sans` (the hosts
     clients connect to: DNS names or IP addresses); a client certificate (`client`) is for
@@ -140,7 +143,7 @@ def make_certificate(name: str, directory: str | os.PathLike, *, ca_dir: str | o
         raise TlsError(f"{name!r}: expected a plain name")
     if not client and not sans:
         raise TlsError("a server certificate needs the names clients connect to (--san)")
-    ca_cert, ca_key = _load_ca(ca_dir, ca_secret_dir)
+    ca_cert, ca_key = _load_ca(ca_dir, ca_secret_dir, ca_key_name, ca_cert_name)
     key = _new_key()
     now = datetime.datetime.now(datetime.timezone.utc)
     usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
