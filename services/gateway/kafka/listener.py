@@ -384,8 +384,8 @@ class Connection:
                                    else "other", False)
             # who tried and why, never the password or the token
             log.info("[%s] failed authentication with %s on %s (user %r, SASL mechanism %s): "
-                     "%s", l._name, self.host, l.advertised.name, answer.user, mechanism,
-                     answer.error_message)
+                     "%s (%s)", l._name, self.host, l.advertised.name, answer.user, mechanism,
+                     answer.error_message, answer.reason or "refused")
             return False
         return True
 

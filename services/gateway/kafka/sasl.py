@@ -11,10 +11,13 @@ handed in).
 - SaslHandshake v1 (KIP-152): the tokens come in SaslAuthenticate requests. SaslHandshake v0:
   the tokens come as bare size-prefixed frames without a request header, and the answers go
   back the same way (`raw_tokens`).
-- SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 / 7677): the message grammar and proofs are scramp's
-  (a maintained SCRAM library); the credentials are Kafka's (services/common/acl/scram.py). An
-  unknown user gets a made-up salt derived from the gateway's secret, so it fails at the proof
-  like a wrong password and cannot be told apart from one (RFC 5802 section 9).
+- SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802 / 7677) as Kafka's ScramSaslServer: its message
+  grammar (no channel binding; extensions accepted and ignored), its lenient check of the
+  client's final nonce (only that it ends with the server's: librdkafka before 2.2 repeats its
+  own nonce, which scramp and other strict servers refuse), the credentials in Kafka's format
+  (services/common/acl/scram.py); hashlib/hmac for the proofs. An unknown user gets a made-up
+  salt derived from the gateway's secret, so it fails at the proof like a wrong password and
+  cannot be told apart from one on that gateway (RFC 5802 section 9).
 - PLAIN (RFC 4616; off unless listed in sasl.enabled.mechanisms): `authzid NUL user NUL
   password`, checked against the user's SCRAM credential (the same store; see verify_password).
   It costs a PBKDF2 run, so the shell calls `authenticate` in a thread for PLAIN.
@@ -25,14 +28,15 @@ The principal of a completed authentication is `User:<name>`. Sessions do not ex
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 import hashlib
 import hmac
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import scramp
 
 from services.common.acl import scram as sc
 from services.gateway.kafka.listeners import SASL_MECHANISMS, check_mechanisms  # noqa: F401
@@ -76,6 +80,7 @@ class Answer:
     close: bool = False                # close the connection once the answer is written
     principal: str | None = None       # set when authentication completed
     user: str | None = None            # who tried (for the log; never the password)
+    reason: str = ""                   # why it failed (for the log; never the password)
 
 
 def failed_message(mechanism: str) -> str:
@@ -95,7 +100,7 @@ class SaslServer:
         self.mechanism: str | None = None
         self.raw_tokens = False          # SaslHandshake v0: bare token frames follow
         self.principal: str | None = None
-        self._scram: Any = None          # scramp.ScramServer while a SCRAM exchange runs
+        self._scram: Any = None          # _ScramExchange between the two SCRAM steps
         self._user: str | None = None
 
     def _to(self, state: State) -> None:
@@ -137,13 +142,15 @@ class SaslServer:
             if mech == PLAIN:
                 return self._plain(bytes(token))
             return self._scram_step(mech, bytes(token))
-        except (scramp.ScramException, UnicodeError, ValueError, TypeError, LookupError):
-            return self._failed()      # malformed or wrong: a failed authentication, no more
+        except (UnicodeError, ValueError, binascii.Error) as e:
+            # malformed: a failed authentication, no more (the reason names the step, never a
+            # secret)
+            return self._failed(f"{type(e).__name__}: {e}")
 
-    def _failed(self) -> Answer:
+    def _failed(self, reason: str = "invalid credentials") -> Answer:
         self._fail()
         return Answer(SASL_AUTHENTICATION_FAILED, failed_message(self.mechanism or ""),
-                      close=True, user=self._user)
+                      close=True, user=self._user, reason=reason)
 
     def _fail(self) -> None:
         if self.state is not State.FAILED:
@@ -175,30 +182,106 @@ class SaslServer:
     def _scram_step(self, mech: str, token: bytes) -> Answer:
         text = token.decode("utf-8")
         if self._scram is None:
-            server = scramp.ScramMechanism(mech).make_server(self._lookup(mech),
-                                                             s_nonce=self._nonce)
-            self._scram = server
-            server.set_client_first(text)
-            return Answer(token=server.get_server_first().encode("utf-8"), user=self._user)
-        server = self._scram
-        server.set_client_final(text)
-        final = server.get_server_final()
-        assert self._user is not None
-        return self._done(self._user, final.encode("utf-8"))
-
-    def _lookup(self, mech: str) -> Callable[[str], tuple]:
-        def auth_fn(user: str) -> tuple:
+            first = parse_client_first(text)
+            user = first.user
             self._user = user
-            cred = self._credentials(user, mech)
-            if cred is None:
-                # A made-up salt, the same for this user every time: the exchange goes on and
-                # fails at the proof, as with a wrong password (no keys can match).
-                salt = hmac.digest(self._secret, f"{mech}:{user}".encode(), "sha256")
-                digest = hashlib.new(sc.HASHES[mech]).digest_size
-                junk = hmac.digest(self._secret, salt, sc.HASHES[mech])[:digest]
-                return salt, junk, junk, sc.DEFAULT_ITERATIONS
-            return cred.salt, cred.stored_key, cred.server_key, cred.iterations
-        return auth_fn
+            if first.authzid and first.authzid != user:
+                return self._failed("an authorization id other than the user")
+            cred = self._credentials(user, mech) or self._unknown(mech, user)
+            nonce = first.nonce + self._nonce
+            server_first = (f"r={nonce},s={base64.b64encode(cred.salt).decode()},"
+                            f"i={cred.iterations}")
+            self._scram = _ScramExchange(first, server_first, nonce, cred)
+            return Answer(token=server_first.encode("utf-8"), user=user)
+        ex: _ScramExchange = self._scram
+        final = parse_client_final(text)
+        # Kafka checks only that the client's nonce ends with the one it sent (ScramSaslServer):
+        # librdkafka before 2.2 sends its own nonce twice, and Kafka's brokers accept that.
+        if not final.nonce.endswith(ex.nonce):
+            return self._failed("the client's final nonce is not the server's")
+        if final.channel_binding != ex.first.gs2_header.encode("ascii"):
+            return self._failed("channel binding data other than the GS2 header")
+        name = sc.HASHES[mech]
+        auth_message = f"{ex.first.bare},{ex.server_first},{final.without_proof}".encode("utf-8")
+        client_signature = hmac.digest(ex.cred.stored_key, auth_message, name)
+        if len(final.proof) != len(client_signature):
+            return self._failed("a proof of the wrong length")
+        client_key = bytes(a ^ b for a, b in zip(final.proof, client_signature))
+        if not hmac.compare_digest(hashlib.new(name, client_key).digest(), ex.cred.stored_key):
+            return self._failed("invalid credentials")
+        server_signature = hmac.digest(ex.cred.server_key, auth_message, name)
+        return self._done(ex.first.user,
+                          b"v=" + base64.b64encode(server_signature))
+
+    def _unknown(self, mech: str, user: str) -> sc.ScramCredential:
+        """A made-up credential for a user without one, the same every time: the exchange goes
+        on and fails at the proof, as with a wrong password (no client can match its keys)."""
+        name = sc.HASHES[mech]
+        salt = hmac.digest(self._secret, f"{mech}:{user}".encode(), "sha256")
+        junk = hmac.digest(self._secret, salt, name)
+        return sc.ScramCredential(salt, junk, junk, sc.DEFAULT_ITERATIONS)
+
+
+# -- SCRAM messages (RFC 5802 section 7, as Kafka's ScramMessages reads them) -----------------------
+
+# saslname: UTF-8 without ',' and '=', those two escaped as =2C and =3D
+_SASLNAME = r"(?:[^,=\x00]|=2C|=3D)+"
+_PRINTABLE = r"[\x21-\x2B\x2D-\x7E]+"             # a nonce: printable ASCII but ','
+_BASE64 = r"[A-Za-z0-9+/]*={0,2}"
+_EXTENSIONS = r"(?:,[A-Za-z0-9_]+=[^,\x00]*)*"    # Kafka's SCRAM extensions (tokenauth=...)
+_CLIENT_FIRST = re.compile(
+    rf"(?P<gs2>n,(?:a=(?P<authzid>{_SASLNAME}))?,)"
+    rf"(?P<bare>(?:m=[^,\x00]*,)?n=(?P<user>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS})")
+_CLIENT_FINAL = re.compile(
+    rf"(?P<without>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS}),"
+    rf"p=(?P<proof>{_BASE64})")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFirst:
+    gs2_header: str          # "n,," or "n,a=<authzid>,": no channel binding (as Kafka)
+    authzid: str
+    user: str
+    nonce: str
+    bare: str                # client-first-message-bare, for the AuthMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ClientFinal:
+    channel_binding: bytes
+    nonce: str
+    proof: bytes
+    without_proof: str       # client-final-message-without-proof, for the AuthMessage
+
+
+@dataclass(frozen=True, slots=True)
+class _ScramExchange:
+    first: ClientFirst
+    server_first: str
+    nonce: str               # the client's nonce + the server's
+    cred: sc.ScramCredential
+
+
+def _unescape(name: str) -> str:
+    return name.replace("=2C", ",").replace("=3D", "=")
+
+
+def parse_client_first(text: str) -> ClientFirst:
+    """ValueError for anything but `n,[a=authzid],n=user,r=nonce[,ext=...]` (Kafka accepts only
+    the `n` GS2 flag: no channel binding)."""
+    m = _CLIENT_FIRST.fullmatch(text)
+    if m is None:
+        raise ValueError("malformed SCRAM client-first message")
+    return ClientFirst(m["gs2"], _unescape(m["authzid"] or ""), _unescape(m["user"]),
+                       m["nonce"], m["bare"])
+
+
+def parse_client_final(text: str) -> ClientFinal:
+    m = _CLIENT_FINAL.fullmatch(text)
+    if m is None:
+        raise ValueError("malformed SCRAM client-final message")
+    return ClientFinal(base64.b64decode(m["channel"], validate=True), m["nonce"],
+                       base64.b64decode(m["proof"], validate=True), m["without"])
 
 
 # -- Kafka responses (kio entities) ----------------------------------------------------------------

@@ -228,3 +228,47 @@ def test_random_tokens_only_fail_the_authentication(mech, tokens):
         if s.complete:
             assert a.principal == "User:user"
             break
+
+
+def _proof(mech: str, password: str, cred: sc.ScramCredential, auth_message: bytes) -> bytes:
+    import hashlib
+    import hmac
+    name = sc.HASHES[mech]
+    salted = sc.salted_password(mech, password, cred.salt, cred.iterations)
+    client_key = hmac.digest(salted, b"Client Key", name)
+    signature = hmac.digest(hashlib.new(name, client_key).digest(), auth_message, name)
+    return bytes(a ^ b for a, b in zip(client_key, signature))
+
+
+def test_librdkafka_before_2_2_repeating_its_nonce_is_accepted_as_kafka_accepts_it():
+    # librdkafka 2.0 (Debian's kcat) sends r=<client nonce><client nonce><server nonce>; Kafka's
+    # ScramSaslServer only checks that it ends with the nonce it sent, and so does this one.
+    s = server(store(user={sc.SCRAM_SHA_256: RFC_CRED}))
+    s.handshake(sc.SCRAM_SHA_256, 1)
+    server_first = s.authenticate(RFC_CLIENT_FIRST).token
+    nonce = RFC_C_NONCE + RFC_S_NONCE
+    without = f"c=biws,r={RFC_C_NONCE}{nonce}"
+    auth = b"n=user,r=" + RFC_C_NONCE.encode() + b"," + server_first + b"," + without.encode()
+    p = base64.b64encode(_proof(sc.SCRAM_SHA_256, "pencil", RFC_CRED, auth)).decode()
+    a = s.authenticate(f"{without},p={p}".encode())
+    assert a.error_code == 0 and a.principal == "User:user"
+    # a nonce that does not end with the server's is refused
+    s = server(store(user={sc.SCRAM_SHA_256: RFC_CRED}))
+    s.handshake(sc.SCRAM_SHA_256, 1)
+    s.authenticate(RFC_CLIENT_FIRST)
+    a = s.authenticate(f"c=biws,r={RFC_C_NONCE}x,p={p}".encode())
+    assert a.error_code == sasl.SASL_AUTHENTICATION_FAILED
+
+
+def test_scram_grammar_as_kafka_reads_it():
+    first = sasl.parse_client_first("n,a=bob,n=al=2Cice=3D,r=abc,tokenauth=true")
+    assert (first.authzid, first.user, first.nonce) == ("bob", "al,ice=", "abc")
+    assert first.bare == "n=al=2Cice=3D,r=abc,tokenauth=true" and first.gs2_header == "n,a=bob,"
+    for bad in ("y,,n=u,r=x", "p=tls-unique,,n=u,r=x", "n,,n=,r=x", "n,,n=u,r=a,b", "n,,r=x,n=u",
+                "n,,n=u=X,r=x"):
+        with pytest.raises(ValueError):
+            sasl.parse_client_first(bad)
+    s = server(store(alice={sc.SCRAM_SHA_256: RFC_CRED}))
+    s.handshake(sc.SCRAM_SHA_256, 1)
+    a = s.authenticate(b"n,a=bob,n=alice,r=abc")      # someone else's authorization: refused
+    assert a.error_code == sasl.SASL_AUTHENTICATION_FAILED
