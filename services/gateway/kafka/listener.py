@@ -109,9 +109,10 @@ class KafkaListener:
 
     def new_sasl_server(self) -> sasl.SaslServer | None:
         sec = self.security
-        if not sec.sasl_mechanisms or sec.credentials is None:
+        if not sec.sasl_mechanisms:
             return None
-        return sasl.SaslServer(sec.sasl_mechanisms, sec.credentials,
+        # no credential store: every authentication fails (never an open SASL listener)
+        return sasl.SaslServer(sec.sasl_mechanisms, sec.credentials or (lambda user, mech: None),
                                nonce=secrets.token_urlsafe(18),
                                unknown_user_secret=self._unknown_user_secret)
 
