@@ -384,7 +384,7 @@ class Connection:
             l.count_authentication(mechanism if mechanism in sasl.SUPPORTED_MECHANISMS
                                    else "other", False)
             # who tried and why, never the password or the token
-            log.info("[%s] failed authentication with %s on %s (user %r, SASL mechanism %s): "
+            log.info("[%s] failed authentication with %s on %s (user %r, SASL mechanism %r): "
                      "%s (%s)", l._name, self.host, l.advertised.name, answer.user, mechanism,
                      answer.error_message, answer.reason or "refused")
             return False
