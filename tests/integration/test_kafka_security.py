@@ -380,3 +380,46 @@ def test_plaintext_listener_still_serves_and_refuses_sasl(fleet):
     assert resp.error_code.value == 34           # ILLEGAL_SASL_STATE, as Kafka's KafkaApis
     s.close()
     assert re.search(r"PLAINTEXT", fleet.kafka_bootstrap_servers or "") is None
+
+
+def test_admin_client_alters_and_describes_scram_users(fleet, conf):
+    """Kafka's AlterUserScramCredentials / DescribeUserScramCredentials (KIP-554) through
+    confluent-kafka's AdminClient: kafka-client has ALTER/DESCRIBE on the cluster (the fleet's
+    grant); a user made that way logs in; an ungranted user is refused the APIs."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    admin = AdminClient(conf)
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion("frank", info, b"frank-pw"),
+        UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_512)])
+    futures["frank"].result(30)
+    with pytest.raises(KafkaException) as e:
+        futures["nobody"].result(30)
+    assert e.value.args[0].code() == 91                  # RESOURCE_NOT_FOUND
+
+    def described():
+        try:
+            return admin.describe_user_scram_credentials(["frank"])["frank"].result(30)
+        except KafkaException:
+            return None                                  # not seen by the gateway yet
+    deadline = time.monotonic() + 30
+    while (d := described()) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert [(i.mechanism, i.iterations) for i in d.scram_credential_infos] == \
+        [(ScramMechanism.SCRAM_SHA_256, 8192)]
+    frank = sasl_conf(conf, **{"sasl.username": "frank", "sasl.password": "frank-pw",
+                               "sasl.mechanisms": "SCRAM-SHA-256"})
+    frank_admin = AdminClient(frank)
+    frank_admin.list_topics(timeout=30)                  # logs in (and has no grants)
+    with pytest.raises(KafkaException) as e:
+        frank_admin.describe_user_scram_credentials(["frank"])["frank"].result(30)
+    assert e.value.args[0].code() == 31                  # CLUSTER_AUTHORIZATION_FAILED
+    assert frank_admin.describe_user_scram_credentials().result(30) == {}
+    everyone = admin.describe_user_scram_credentials().result(30)
+    assert {"frank", "kafka-client"} <= set(everyone)
+    out = configs(fleet, "--describe", "--entity-type", "users", "--entity-name", "frank")
+    assert "SCRAM-SHA-256=iterations=8192" in out.stdout, out.stderr

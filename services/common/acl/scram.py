@@ -87,6 +87,20 @@ def make_credential(mechanism: str, password: str, salt: bytes,
                            hmac.digest(sp, b"Server Key", name), iterations)
 
 
+def credential_from_salted_password(mechanism: str, salt: bytes, salted: bytes,
+                                    iterations: int) -> ScramCredential:
+    """The credential for a client-side salted password (Kafka's AlterUserScramCredentials
+    sends Hi(password, salt, iterations), never the password)."""
+    name = _hash(mechanism)
+    check_iterations(iterations)
+    if not salt or len(salted) != hashlib.new(name).digest_size:
+        raise ScramConfigError(f"{mechanism}: an empty salt or a salted password of the wrong "
+                               "length")
+    client_key = hmac.digest(salted, b"Client Key", name)
+    return ScramCredential(salt, hashlib.new(name, client_key).digest(),
+                           hmac.digest(salted, b"Server Key", name), iterations)
+
+
 def verify_password(mechanism: str, credential: ScramCredential, password: str) -> bool:
     """Whether `password` is the one `credential` was made from (constant-time compare): how
     SASL/PLAIN checks a password against the SCRAM store."""

@@ -68,6 +68,9 @@ class ListenerSecurity:
     sasl_mechanisms: tuple[str, ...] = ()
     credentials: sasl.CredentialLookup | None = None
     sasl_max_receive_size: int = 524288        # sasl.server.max.receive.size
+    # Describe/AlterUserScramCredentials: (request, principal, client host) -> the kio response,
+    # answered by the gateway (its ACLs and credential store; scram_admin.py)
+    scram_admin: Callable[[kp.KafkaRequest, str, str], Awaitable[Any]] | None = None
 
 
 class KafkaListener:
@@ -394,6 +397,10 @@ class Connection:
         l = self.l
         view = l.view(self.host)
         try:
+            if kreq.api_key in (kp.DESCRIBE_USER_SCRAM_CREDENTIALS, kp.ALTER_USER_SCRAM_CREDENTIALS) \
+                    and l.security.scram_admin is not None:
+                body = await l.security.scram_admin(kreq, self.principal, self.host)
+                return kp.encode_response(kreq.correlation_id, body)
             step = tr.plan(kreq, view)
             while isinstance(step, tr.Plan):
                 if len(step.calls) == 1:      # sent before this task first waits (see above)

@@ -55,6 +55,8 @@ DESCRIBE_CONFIGS = 32
 CREATE_PARTITIONS = 37
 SASL_AUTHENTICATE = 36
 DELETE_GROUPS = 42
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
 
 API_NAMES = {
@@ -68,6 +70,8 @@ API_NAMES = {
     CREATE_PARTITIONS: "CreatePartitions", DELETE_GROUPS: "DeleteGroups",
     DESCRIBE_CLUSTER: "DescribeCluster", SASL_HANDSHAKE: "SaslHandshake",
     SASL_AUTHENTICATE: "SaslAuthenticate",
+    DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
 
 # api key -> (lowest, highest) version served. Why each ceiling (the next version needs what
@@ -84,6 +88,8 @@ API_NAMES = {
 #   InitProducerId 5 (v6: KIP-939's two-phase commit), ApiVersions 4: the newest Kafka has.
 #   SaslHandshake 0-1 (v0: bare token frames follow, before KIP-152), SaslAuthenticate 0-2:
 #   every version (answered on the connection itself: listener.py with sasl.py).
+#   Describe/AlterUserScramCredentials 0 (KIP-554; the only version): answered by the gateway
+#   from its credentials and ACLs (scram_admin.py).
 SERVED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
     FETCH: (4, 12),
@@ -108,6 +114,8 @@ SERVED: dict[int, tuple[int, int]] = {
     DESCRIBE_CLUSTER: (0, 1),
     SASL_HANDSHAKE: (0, 1),
     SASL_AUTHENTICATE: (0, 2),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 # What ApiVersions lists, where it differs from SERVED (KAFKA-18659, see the module doc).
 ADVERTISED_MIN = {PRODUCE: 0}

@@ -1054,6 +1054,15 @@ def sasl_authenticate(req: kp.KafkaRequest, view: ClusterView) -> Step:
                            error_message="SaslAuthenticate outside a SASL handshake"))
 
 
+def user_scram_credentials(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    """Describe/AlterUserScramCredentials are answered by the listener with the gateway's
+    credentials and ACLs (scram_admin.py); here only where none are wired: not authorized."""
+    from services.gateway.kafka import scram_admin as sa
+    if req.api_key == kp.DESCRIBE_USER_SCRAM_CREDENTIALS:
+        return Done(sa.describe(req.api_version, req.body, {}, authorized=False))
+    return Done(sa.alter_response(req.api_version, sa.plan_alter(req.body, {}, authorized=False)))
+
+
 _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.API_VERSIONS: api_versions,
     kp.METADATA: metadata,
@@ -1078,4 +1087,6 @@ _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.DESCRIBE_CONFIGS: describe_configs,
     kp.SASL_HANDSHAKE: sasl_handshake,
     kp.SASL_AUTHENTICATE: sasl_authenticate,
+    kp.DESCRIBE_USER_SCRAM_CREDENTIALS: user_scram_credentials,
+    kp.ALTER_USER_SCRAM_CREDENTIALS: user_scram_credentials,
 }

@@ -225,7 +225,33 @@ class Gateway:
         mechanisms = cfg.sasl_mechanisms if protocol in kl.SASL_PROTOCOLS else ()
         return ListenerSecurity(ssl_context=ctx, sasl_mechanisms=mechanisms,
                                 credentials=self.guard.scram_credential,
-                                sasl_max_receive_size=cfg.sasl_server_max_receive_size)
+                                sasl_max_receive_size=cfg.sasl_server_max_receive_size,
+                                scram_admin=self._scram_admin)
+
+    async def _scram_admin(self, kreq, principal: str, host: str):
+        """Kafka's Describe/AlterUserScramCredentials: DESCRIBE / ALTER on the cluster (as
+        Kafka), answered from the credentials this gateway holds; alterations written to the
+        users' znodes as `riverbed configs` writes them (every gateway sees them within moments)."""
+        from services.common.acl import store
+        from services.common.acl.authorizer import CLUSTER_NAME, Operation, ResourceType
+        from services.gateway.kafka import scram_admin as sa
+        op = Operation.DESCRIBE if kreq.api_key == sa.DESCRIBE_USER_SCRAM_CREDENTIALS \
+            else Operation.ALTER
+        ok = self.guard.authorizer.authorize(principal, host, op, ResourceType.CLUSTER,
+                                             CLUSTER_NAME)
+        if op is Operation.DESCRIBE:
+            return sa.describe(kreq.api_version, kreq.body, self.guard.scram, ok)
+        plan = sa.plan_alter(kreq.body, self.guard.scram, ok)
+        failed = {}
+        for user, (set_, delete) in plan.writes.items():
+            try:
+                await asyncio.to_thread(store.alter_config, self._zk, "users", user,
+                                        set_=set_, delete=delete)
+            except Exception as e:  # noqa: BLE001 - ZooKeeper refused or is away: that user's
+                failed[user] = (E.Value("UNKNOWN_SERVER_ERROR"), f"not written: {e}")
+        self.log.info("%s altered the SCRAM credentials of %s", principal,
+                      sorted(u for u in plan.writes if u not in failed))
+        return sa.alter_response(kreq.api_version, plan, failed)
 
     def kafka_brokers(self, listener_name: str) -> tuple[KafkaBroker, ...]:
         """The live gateways advertising `listener_name`, by id (the brokers Kafka clients see)."""

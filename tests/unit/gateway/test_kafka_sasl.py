@@ -272,3 +272,58 @@ def test_scram_grammar_as_kafka_reads_it():
     s.handshake(sc.SCRAM_SHA_256, 1)
     a = s.authenticate(b"n,a=bob,n=alice,r=abc")      # someone else's authorization: refused
     assert a.error_code == sasl.SASL_AUTHENTICATION_FAILED
+
+
+# -- Describe/AlterUserScramCredentials (KIP-554) -------------------------------------------------
+
+def test_describe_user_scram_credentials():
+    from kio.schema.describe_user_scram_credentials.v0 import request as dreq
+
+    from services.gateway.kafka import scram_admin as sa
+    creds = {"alice": {sc.SCRAM_SHA_256: RFC_CRED, sc.SCRAM_SHA_512: RFC_CRED}, "bob": {}}
+    r = sa.describe(0, dreq.DescribeUserScramCredentialsRequest(users=None), creds, True)
+    assert [(x.user, [(i.mechanism, i.iterations) for i in x.credential_infos])
+            for x in r.results] == [("alice", [(1, 4096), (2, 4096)])]      # bob has none
+    named = dreq.DescribeUserScramCredentialsRequest(users=tuple(
+        dreq.UserName(name=n) for n in ("alice", "nobody", "alice")))
+    r = sa.describe(0, named, creds, True)
+    assert [(x.user, x.error_code.value) for x in r.results] == [("alice", 92), ("nobody", 91)]
+    r = sa.describe(0, named, creds, False)      # no top-level error: librdkafka aborts on one
+    assert r.error_code.value == 0 and [(x.user, x.error_code.value) for x in r.results] == [
+        ("alice", 31), ("nobody", 31)]
+    assert sa.describe(0, dreq.DescribeUserScramCredentialsRequest(users=()), creds,
+                       False).results == ()
+    # an empty list is every user, as null (librdkafka sends an empty list)
+    r = sa.describe(0, dreq.DescribeUserScramCredentialsRequest(users=()), creds, True)
+    assert [x.user for x in r.results] == ["alice"]
+
+
+def test_alter_user_scram_credentials_plans_kafkas_way():
+    from kio.schema.alter_user_scram_credentials.v0 import request as areq
+
+    from services.gateway.kafka import scram_admin as sa
+    salt = b"0123456789abcdef"
+    salted = sc.salted_password(sc.SCRAM_SHA_512, "pw", salt, 8192)
+    up = areq.ScramCredentialUpsertion
+    body = areq.AlterUserScramCredentialsRequest(
+        deletions=(areq.ScramCredentialDeletion(name="alice", mechanism=1),
+                   areq.ScramCredentialDeletion(name="carol", mechanism=1)),
+        upsertions=(up(name="bob", mechanism=2, iterations=8192, salt=salt, salted_password=salted),
+                    up(name="dan", mechanism=3, iterations=8192, salt=salt, salted_password=salted),
+                    up(name="erin", mechanism=2, iterations=100, salt=salt, salted_password=salted),
+                    up(name="alice", mechanism=1, iterations=4096, salt=salt,
+                       salted_password=salted[:32])))
+    creds = {"alice": {sc.SCRAM_SHA_256: RFC_CRED}}
+    plan = sa.plan_alter(body, creds, True)
+    assert plan.users == ["alice", "carol", "bob", "dan", "erin"]
+    assert {u: c for u, (c, _) in plan.errors.items()} == {"alice": 92, "carol": 91, "dan": 33,
+                                                            "erin": 93}
+    assert list(plan.writes) == ["bob"]
+    (set_, delete) = plan.writes["bob"]
+    cred = sc.decode_credential(set_[sc.SCRAM_SHA_512])
+    assert delete == [] and sc.verify_password(sc.SCRAM_SHA_512, cred, "pw")
+    r = sa.alter_response(0, plan, {"bob": (-1, "not written")})
+    assert [(x.user, x.error_code.value) for x in r.results] == [
+        ("alice", 92), ("carol", 91), ("bob", -1), ("dan", 33), ("erin", 93)]
+    denied = sa.plan_alter(body, creds, False)
+    assert denied.writes == {} and {c for c, _ in denied.errors.values()} == {31}
