@@ -11,7 +11,6 @@ listener with ssl.client.auth=requested on each gateway (a config override).
 from __future__ import annotations
 
 import json
-import re
 import socket
 import ssl
 import struct
@@ -57,7 +56,7 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def riverbed(*args: str, fleet=None) -> subprocess.CompletedProcess:
+def riverbed(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "riverbed.cli", *args], capture_output=True,
                           text=True, timeout=60)
 
@@ -103,6 +102,19 @@ def create_topic(conf: dict[str, str], name: str, partitions: int = 1) -> None:
             return
         assert time.monotonic() < deadline, md
         time.sleep(0.3)
+
+
+def produce_once_granted(conf: dict[str, str], topic: str) -> None:
+    """Produce one record, again until it is acknowledged (a new grant reaches the gateways
+    through a ZooKeeper watch, moments after `riverbed acls` returns)."""
+    from confluent_kafka import Producer
+    results: list = []
+    p = Producer({**conf, "acks": "all"})
+    deadline = time.monotonic() + 30
+    while not results or results[-1] is not None:
+        assert time.monotonic() < deadline, results
+        p.produce(topic, b"granted", on_delivery=lambda err, msg: results.append(err))
+        p.flush(15)
 
 
 def metric(fleet, name: str, **labels: str) -> float:
@@ -285,7 +297,7 @@ def test_scram_users_are_managed_with_riverbed_configs(fleet, conf):
 
 
 def test_an_acl_denial_for_a_scram_user(fleet, conf):
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
     topic = topic_name("acl")
     create_topic(conf, topic)
@@ -300,14 +312,7 @@ def test_an_acl_denial_for_a_scram_user(fleet, conf):
         time.sleep(0.5)
     out = acls(fleet, "--add", "--allow-principal", "User:dave", "--producer", "--topic", topic)
     assert out.returncode == 0, out.stderr
-    results = []
-    p = Producer({**dave, "acks": "all"})
-    deadline = time.monotonic() + 30
-    while not results or results[-1] is not None:
-        assert time.monotonic() < deadline, results
-        p.produce(topic, b"granted", on_delivery=lambda err, msg: results.append(err))
-        p.flush(15)
-    assert results[-1] is None
+    produce_once_granted(dave, topic)     # the gateways apply the grant within moments
 
 
 def test_a_quota_on_a_scram_user_throttles(fleet, conf):
@@ -335,7 +340,7 @@ def test_a_quota_on_a_scram_user_throttles(fleet, conf):
 
 
 def test_mutual_tls_principal_is_the_certificates_dn(fleet, conf, tmp_path):
-    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
     from riverbed.tools import tls
@@ -353,13 +358,7 @@ def test_mutual_tls_principal_is_the_certificates_dn(fleet, conf, tmp_path):
     out = acls(fleet, "--add", "--allow-principal", "User:CN=app2,O=Riverbed", "--producer",
                "--topic", topic)
     assert out.returncode == 0, out.stderr
-    results = []
-    p = Producer({**ssl_conf, "acks": "all"})
-    deadline = time.monotonic() + 30
-    while not results or results[-1] is not None:
-        assert time.monotonic() < deadline, results
-        p.produce(topic, b"mtls", on_delivery=lambda err, msg: results.append(err))
-        p.flush(15)
+    produce_once_granted(ssl_conf, topic)
     assert metric(fleet, "riverbed_gateway_kafka_successful_authentication_total",
                   mechanism="SSL") >= 1
 
@@ -379,7 +378,6 @@ def test_plaintext_listener_still_serves_and_refuses_sasl(fleet):
     resp, _ = entity_reader(SaslHandshakeResponse)(data, 4)
     assert resp.error_code.value == 34           # ILLEGAL_SASL_STATE, as Kafka's KafkaApis
     s.close()
-    assert re.search(r"PLAINTEXT", fleet.kafka_bootstrap_servers or "") is None
 
 
 def test_admin_client_alters_and_describes_scram_users(fleet, conf):

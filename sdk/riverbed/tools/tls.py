@@ -29,13 +29,10 @@ class TlsError(ValueError):
 
 
 def _write(path: pathlib.Path, data: bytes, mode: int) -> None:
+    """Atomically, with `mode` from the start (a key is never readable by others)."""
+    from riverbed.wire.security import _write_atomic
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    _write_atomic(path, data.decode("ascii"), mode)           # PEM is ASCII
 
 
 def _new_key():
