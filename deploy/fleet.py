@@ -10,9 +10,10 @@ State directory D (reused by the next `up`, which restarts on the same data):
 
 Port plan from base port P (see ROLES): gateway-1 on P, ZooKeeper on P+1, gateway-i (i >= 2) on
 P+i, controller-i on P+9+i with its PUB on P+19+i, group-coordinator-i on P+29+i,
-offset-manager-i on P+39+i, storage-i (broker.id i) on P+100+i; gateway-i's Kafka listener
-(PLAINTEXT, bound to the fleet's host: 127.0.0.1 as in Kafka's quickstart) on P+49+i, so
-gateway-1's is P+50 (`kcat -b 127.0.0.1:P+50 -L`). Each service's Prometheus
+offset-manager-i on P+39+i, storage-i (broker.id i) on P+100+i; gateway-i's Kafka listeners,
+bound to the fleet's host (127.0.0.1 as in Kafka's quickstart): PLAINTEXT on P+49+i, so
+gateway-1's is P+50 (`kcat -b 127.0.0.1:P+50 -L`), and SASL_SSL (SCRAM-SHA-256/512 over TLS) on
+P+59+i, gateway-1's on P+60 (`kcat -F D/security/kafka-client.conf -L`). Each service's Prometheus
 endpoint (`metrics.port`) is its port + 200: gateway-1 on P+200, storage-i on P+300+i, ...;
 `status()` gives each process's `metrics_endpoint`, and `write_prometheus_config()` writes
 D/prometheus.yml naming them all (role, name and host as labels).
@@ -28,7 +29,10 @@ Python API (tests use it; the CLI in deploy/fleet_cli.py is a thin layer over it
 
 Security: CURVE by default (`security_protocol="NONE"` to turn it off): every service gets its
 own keypair, clients the `client` keypair, ZooKeeper digest credentials and znode ACLs
-(deploy/fleet_security.py). `status()["security"]` names the files a client needs; after `up()`
+(deploy/fleet_security.py). Either way the gateways' SASL_SSL listeners get a TLS CA and
+certificates, and `up` creates the SCRAM user `kafka-client` (granted what the client key has)
+and writes D/security/kafka-client.conf: librdkafka properties for it (bootstrap.servers,
+security.protocol, sasl.*, ssl.ca.location). `status()["security"]` names the files a client needs; after `up()`
 the RIVERBED_* variables in this process's environment point at them, so SDK clients created
 here need no settings.
 
@@ -52,7 +56,8 @@ from typing import Any
 
 from deploy.process import (LaunchError, free_port_block, is_alive, is_ours, port_accepts, send_signal, spawn,
                             stop_all, tail, wait_for)
-from deploy.fleet_security import CLIENT_GRANTS, CLIENT_KEY_NAME, ClientEnv, FleetSecurity
+from deploy.fleet_security import (CLIENT_GRANTS, CLIENT_KEY_NAME, KAFKA_CLIENT_USER,
+                                   KAFKA_SASL_MECHANISMS, ClientEnv, FleetSecurity)
 from deploy.prometheus import scrape_config, target_of
 from deploy.zookeeper import ZooKeeperServer, ruok
 
@@ -134,12 +139,22 @@ def _storage_config(ctx: ConfigContext) -> dict[str, str]:
             "controlled.shutdown.retry.backoff.ms": "1000"}
 
 
+# The gateways' Kafka listeners by port key: (security protocol, its port in ctx.ports).
+KAFKA_LISTENER_PORTS = (("PLAINTEXT", "kafka.port"), ("SASL_SSL", "kafka.sasl_ssl.port"))
+
+
+def kafka_listeners(host: str, ports: Mapping[str, int]) -> list[str]:
+    """The Kafka listeners planned by a gateway's ports: `PROTOCOL://host:port`."""
+    return [f"{proto}://{host}:{ports[key]}" for proto, key in KAFKA_LISTENER_PORTS
+            if key in ports]
+
+
 def _gateway_config(ctx: ConfigContext) -> dict[str, str]:
+    # The Kafka listeners (services/gateway/kafka) on the gateway's host, one per planned port:
+    # a local fleet has PLAINTEXT and SASL_SSL, Ansible's hosts SASL_SSL unless told otherwise.
+    # The SASL_SSL listener's TLS files come with the security keys (FleetSecurity).
     return {"gateway.id": str(ctx.index), "host.name": ctx.host, "port": str(ctx.ports["port"]),
-            # The Kafka listener (services/gateway/kafka): PLAINTEXT on the fleet's host in a
-            # local fleet; none where no kafka.port is planned (Ansible's hosts, for now).
-            "listeners": (f"PLAINTEXT://{ctx.host}:{ctx.ports['kafka.port']}"
-                          if "kafka.port" in ctx.ports else ""),
+            "listeners": ",".join(kafka_listeners(ctx.host, ctx.ports)),
             **_metrics_keys(ctx), **_zk_keys(ctx)}
 
 
@@ -177,7 +192,8 @@ ROLES: dict[str, RoleSpec] = {spec.role: spec for spec in (
     RoleSpec("offset_manager", "offset-manager", "services.offset_manager",
              lambda i: {"port": 39 + i}, _offset_manager_config, 1, 10),
     RoleSpec("gateway", "gateway", "services.gateway",
-             lambda i: {"port": 0 if i == 1 else i, "kafka.port": 49 + i}, _gateway_config, 1, 9),
+             lambda i: {"port": 0 if i == 1 else i, "kafka.port": 49 + i,
+                        "kafka.sasl_ssl.port": 59 + i}, _gateway_config, 1, 9),
 )}
 
 
@@ -309,8 +325,16 @@ class Fleet:
     def kafka_bootstrap_servers(self) -> str | None:
         """host:port of every gateway's PLAINTEXT Kafka listener, comma-separated (Kafka
         clients' bootstrap.servers), or None without gateways."""
+        return self._kafka_bootstrap("PLAINTEXT")
+
+    @property
+    def kafka_sasl_ssl_bootstrap_servers(self) -> str | None:
+        """host:port of every gateway's SASL_SSL Kafka listener (kafka-client.conf's)."""
+        return self._kafka_bootstrap("SASL_SSL")
+
+    def _kafka_bootstrap(self, protocol: str) -> str | None:
         out = [li.split("://", 1)[1] for r in self._records.values() if r.role == "gateway"
-               for li in r.extra.get("kafka_listeners", ()) if li.startswith("PLAINTEXT://")]
+               for li in r.extra.get("kafka_listeners", ()) if li.startswith(f"{protocol}://")]
         return ",".join(out) or None
 
     def names(self) -> list[str]:
@@ -372,8 +396,8 @@ class Fleet:
                 extra = {"ports": ports}
                 if "pub.port" in ports:
                     extra["pub_endpoint"] = f"tcp://{self.host}:{ports['pub.port']}"
-                if "kafka.port" in ports:
-                    extra["kafka_listeners"] = [f"PLAINTEXT://{self.host}:{ports['kafka.port']}"]
+                if kafka_listeners(self.host, ports):
+                    extra["kafka_listeners"] = kafka_listeners(self.host, ports)
                 extra["metrics_endpoint"] = f"http://{self.host}:{ports['metrics.port']}/metrics"
                 plan[name] = ProcessRecord(
                     name=name, role=role, id=i, port=ports["port"],
@@ -389,6 +413,8 @@ class Fleet:
                             role_counts=self.counts)
         props = spec.config(ctx)
         props.update(self.security.service_properties(rec.name))
+        if "kafka.sasl_ssl.port" in ctx.ports:
+            props.update(self.security.kafka_listener_properties(rec.name))
         props.update(self._overrides_for(rec.role, rec.name))
         return props
 
@@ -509,6 +535,7 @@ class Fleet:
         self._records[ZK_NAME].command = zk.command()  # raises with "run `make install`"
         self._check_ports_free(self._records.values())
         self.security.ensure(self._service_endpoints())
+        self.security.ensure_kafka_tls(self._kafka_tls_names())
         self.write_configs()
         self.save()
         # From here on this process's own clients (the live view, health, the grant below) use
@@ -519,6 +546,7 @@ class Fleet:
             self.wait_up(ZK_NAME)
             self._ensure_chroot()
             self._grant_operator()
+            self._ensure_kafka_user()
             for role in ROLES:
                 group = [r for r in self._records.values() if r.role == role]
                 for rec in group:
@@ -572,8 +600,10 @@ class Fleet:
                                session_timeout_ms=SESSION_TIMEOUT_MS, create_chroot=False,
                                auth=self.security.zk_auth())
         try:
-            entry = AclEntry(f"User:{CLIENT_KEY_NAME}", WILDCARD, Operation.ALL, Permission.ALLOW)
-            entries = [entry]
+            entries = [AclEntry(f"User:{CLIENT_KEY_NAME}", WILDCARD, Operation.ALL, Permission.ALLOW)]
+            if self.kafka_sasl_ssl_bootstrap_servers:
+                entries.append(AclEntry(f"User:{KAFKA_CLIENT_USER}", WILDCARD, Operation.ALL,
+                                        Permission.ALLOW))
             if self.host.startswith("127.") and any(r.extra.get("kafka_listeners")
                                                     for r in self._records.values()):
                 entries.append(AclEntry("User:ANONYMOUS", self.host, Operation.ALL,
@@ -582,6 +612,54 @@ class Fleet:
                 store.add_acls(client, ResourcePattern(ResourceType(rtype), name), entries)
         finally:
             zkmod.close(client)
+
+    def _kafka_tls_names(self) -> dict[str, list[str]]:
+        """Each gateway with a SASL_SSL listener -> the names its certificate holds: the host
+        it advertises (and localhost with a loopback address)."""
+        out = {}
+        for r in self._records.values():
+            if r.role == "gateway" and "kafka.sasl_ssl.port" in r.extra.get("ports", {}):
+                names = [self.host] + (["DNS:localhost"] if self.host.startswith("127.") else [])
+                out[r.name] = names
+        return out
+
+    def _ensure_kafka_user(self) -> None:
+        """The SCRAM user Kafka clients of the SASL_SSL listeners log in as (KAFKA_CLIENT_USER,
+        with SCRAM-SHA-256 and SCRAM-SHA-512 credentials of one password, kept across `up`s),
+        and D/security/kafka-client.conf naming it. Written in ZooKeeper before any gateway
+        starts (`riverbed configs` writes the same znode)."""
+        bootstrap = self.kafka_sasl_ssl_bootstrap_servers
+        if not bootstrap:
+            return
+        import secrets as _secrets
+
+        from services.common import zk as zkmod
+        from services.common.acl import layout, scram, store
+        password = self.security.kafka_client_password()
+        client = zkmod.connect(self.zk_connect, timeout_s=self.ready_timeout_s,
+                               session_timeout_ms=SESSION_TIMEOUT_MS, create_chroot=False,
+                               auth=self.security.zk_auth())
+        try:
+            try:
+                current = layout.decode_config(
+                    client.get(layout.config_path("users", KAFKA_CLIENT_USER))[0])
+            except Exception:  # noqa: BLE001 - none yet (or unreadable): written below
+                current = {}
+            set_ = {}
+            for mech in KAFKA_SASL_MECHANISMS:
+                try:
+                    ok = scram.verify_password(mech, scram.decode_credential(current[mech]),
+                                               password)
+                except (KeyError, scram.ScramConfigError):
+                    ok = False
+                if not ok:
+                    set_[mech] = scram.encode_credential(scram.make_credential(
+                        mech, password, _secrets.token_bytes(scram.SALT_BYTES)))
+            if set_:
+                store.alter_config(client, "users", KAFKA_CLIENT_USER, set_=set_)
+        finally:
+            zkmod.close(client)
+        self.security.write_kafka_client_conf(bootstrap, password)
 
     def _service_endpoints(self) -> dict[str, list[str]]:
         """Each service's endpoints (its ROUTER, and its PUB if any): in its certificate."""

@@ -36,7 +36,9 @@ def add_fleet_commands(subparsers: "argparse._SubParsersAction") -> argparse.Arg
                     "ready when its port accepts connections. Reuses the data in D (a restart). "
                     "In the foreground, Ctrl-C or SIGTERM stops everything in order. Ports: "
                     "gateway-1 P, ZooKeeper P+1, controller-i P+9+i (PUB P+19+i), "
-                    "storage-i P+100+i.")
+                    "storage-i P+100+i; gateway-i's Kafka listeners PLAINTEXT P+49+i and "
+                    "SASL_SSL P+59+i (SCRAM over TLS: the user kafka-client, whose librdkafka "
+                    "properties `up` writes to D/security/kafka-client.conf for `kcat -F`).")
     data_dir(up)
     up.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT, metavar="P",
                     help="first port of the port plan (default: %(default)s)")
@@ -67,7 +69,8 @@ def add_fleet_commands(subparsers: "argparse._SubParsersAction") -> argparse.Arg
     down.set_defaults(func=cmd_down)
 
     status = sub.add_parser("status", help="show processes, the active controller and leaders",
-                            description="Each process (name, role, id, pid, endpoint, up) and, "
+                            description="Each process (name, role, id, pid, endpoint, up; a "
+                                        "gateway's kafka_listeners) and, "
                                         "when ZooKeeper is up, the active controller and the "
                                         "leader and ISR of every partition.")
     data_dir(status)
@@ -146,11 +149,16 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def _print_client_settings(fleet) -> None:
     """How to point clients at the fleet (stderr: people; the env lines are sourceable): Kafka
-    clients at the gateways' PLAINTEXT listeners, SDK clients of a CURVE fleet at its keys."""
+    clients at the gateways' PLAINTEXT listeners or, with kafka-client.conf, their SASL_SSL
+    ones; SDK clients of a CURVE fleet at its keys."""
     kafka = fleet.kafka_bootstrap_servers
     if kafka:
         print(f"Kafka clients: bootstrap.servers={kafka} (e.g. kcat -b {kafka} -L); see "
               "docs/kafka-protocol.md", file=sys.stderr, flush=True)
+    if fleet.kafka_sasl_ssl_bootstrap_servers and fleet.security.kafka_client_conf.exists():
+        print(f"Kafka clients over SASL_SSL: {fleet.kafka_sasl_ssl_bootstrap_servers} as user "
+              f"kafka-client (kcat -F {fleet.security.kafka_client_conf} -L)", file=sys.stderr,
+              flush=True)
     if not fleet.security.curve:
         return
     print("clients: export these (or use --command-config "

@@ -10,6 +10,17 @@ settings a client needs.
     D/security/client.properties         what a client needs (security.protocol=CURVE,
                                          curve.secret.key.file, curve.server.keys.dir)
 
+The gateways' Kafka listeners (SASL_SSL; made whatever security.protocol the fleet uses):
+
+    D/security/kafka-ca.pem              the fleet's TLS CA certificate: Kafka clients'
+                                         ssl.ca.location
+    D/security/private/tls-ca.key        its key (0600)
+    D/security/private/<gateway>.pem     each gateway's key and certificate chain (0600), its
+                                         ssl.keystore.location; the certificate names the hosts
+                                         the gateway advertises
+    D/security/kafka-client.conf         librdkafka properties (`kcat -F`) for the fleet's SCRAM
+                                         user KAFKA_CLIENT_USER (0600: it holds the password)
+
 Keys are generated once and kept across `up`s (a service's key is regenerated only when its
 endpoints changed). Rotating the client key: `riverbed keys generate` a new one, `riverbed keys
 add` it to certificates/ (the services admit it within curve.trusted.keys.reload.ms, or at once
@@ -49,7 +60,8 @@ from riverbed.wire.security import (
     read_certificate,
 )
 
-__all__ = ["FleetSecurity", "CLIENT_KEY_NAME", "CLIENT_GRANTS", "ZK_USER", "RETIRING"]
+__all__ = ["FleetSecurity", "CLIENT_KEY_NAME", "CLIENT_GRANTS", "ZK_USER", "RETIRING",
+           "KAFKA_CLIENT_USER", "KAFKA_SASL_MECHANISMS"]
 
 CLIENT_KEY_NAME = "client"
 ZK_USER = "riverbed"
@@ -60,6 +72,13 @@ RETIRING = "retiring"
 # `client` key (Fleet._grant_operator), and the Ansible roles' operator and client keys.
 CLIENT_GRANTS = (("Topic", "*"), ("Group", "*"), ("TransactionalId", "*"),
                  ("Cluster", "kafka-cluster"))
+# The SCRAM user a fleet makes for Kafka clients on its SASL_SSL listeners (User:kafka-client,
+# granted CLIENT_GRANTS as the client key is), and the mechanisms the gateways enable.
+KAFKA_CLIENT_USER = "kafka-client"
+KAFKA_SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+KAFKA_CLIENT_MECHANISM = "SCRAM-SHA-512"
+TLS_CA_KEY = "tls-ca.key"
+TLS_CA_CERT = "kafka-ca.pem"
 
 
 class FleetSecurity:
@@ -73,6 +92,7 @@ class FleetSecurity:
         self.private_dir = self.root / "private"
         self.zk_credentials_file = self.root / "zookeeper.credentials"
         self.client_properties_file = self.root / "client.properties"
+        self.kafka_client_conf = self.root / "kafka-client.conf"
 
     @property
     def curve(self) -> bool:
@@ -129,6 +149,84 @@ class FleetSecurity:
         create_keypair(self.trust_dir, name, kind=kind, endpoints=endpoints,
                        secret_dir=self.private_dir, overwrite=True)
         return True
+
+    # --- TLS and SCRAM for the Kafka listeners (any security.protocol) ------------------------------
+
+    @property
+    def tls_ca_file(self) -> pathlib.Path:
+        return self.root / TLS_CA_CERT
+
+    def kafka_keystore(self, name: str) -> pathlib.Path:
+        return self.private_dir / f"{name}.pem"
+
+    def ensure_kafka_tls(self, gateways: Mapping[str, Iterable[str]]) -> list[str]:
+        """A TLS CA (once) and a certificate per gateway (name -> the hosts it advertises, its
+        subject alternative names), made again only when missing or naming other hosts."""
+        from riverbed.tools import tls
+        changed = []
+        self.private_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.private_dir, 0o700)
+        ca_key = self.private_dir / TLS_CA_KEY
+        new_ca = not (self.tls_ca_file.exists() and ca_key.exists())
+        if new_ca:
+            tls.make_ca(self.root, self.private_dir, common_name="Riverbed fleet CA",
+                        overwrite=True, key_name=TLS_CA_KEY, cert_name=TLS_CA_CERT)
+            changed.append(str(self.tls_ca_file.relative_to(self.root)))
+        for name, hosts in gateways.items():
+            sans = tuple(dict.fromkeys(hosts))
+            want = {tls.parse_san(h) for h in sans}
+            have = self.kafka_keystore(name)
+            if not new_ca and have.exists() and \
+                    {tls.parse_san(x) for x in tls.certificate_sans(have)} == want:
+                continue
+            tls.make_certificate(name, self.private_dir, ca_dir=self.root,
+                                 ca_secret_dir=self.private_dir, sans=sans,
+                                 ca_key_name=TLS_CA_KEY, ca_cert_name=TLS_CA_CERT)
+            changed.append(str(have.relative_to(self.root)))
+        return changed
+
+    def kafka_listener_properties(self, name: str) -> dict[str, str]:
+        """A gateway's keys for its SASL_SSL listener (Kafka's names)."""
+        return {"sasl.enabled.mechanisms": ",".join(KAFKA_SASL_MECHANISMS),
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.kafka_keystore(name)),
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self.tls_ca_file)}
+
+    def kafka_client_conf_of(self, user: str) -> pathlib.Path:
+        """kafka-client.conf for the fleet's user; kafka-clients/<user>.conf for others (the
+        Ansible roles' application users)."""
+        if user == KAFKA_CLIENT_USER:
+            return self.kafka_client_conf
+        return self.root / "kafka-clients" / f"{check_file_name(user)}.conf"
+
+    def kafka_client_password(self, user: str = KAFKA_CLIENT_USER) -> str:
+        """A SCRAM user's password: kept in its client conf, made once."""
+        try:
+            for line in self.kafka_client_conf_of(user).read_text().splitlines():
+                k, sep, v = line.partition("=")
+                if sep and k.strip() == "sasl.password" and v.strip():
+                    return v.strip()
+        except OSError:
+            pass
+        return secrets.token_urlsafe(24)
+
+    def write_kafka_client_conf(self, bootstrap_servers: str, password: str,
+                                user: str = KAFKA_CLIENT_USER) -> bool:
+        """librdkafka properties for a SCRAM user on the SASL_SSL listeners (kcat -F), 0600:
+        it holds the password. True when the file changed."""
+        path = self.kafka_client_conf_of(user)
+        text = ("# A Kafka client of this fleet's SASL_SSL listeners: librdkafka properties\n"
+                f"# (kcat -F {path} -L; confluent-kafka takes the same keys).\n"
+                f"# User:{user} has the client key's grants. Written by Riverbed's deploy tools.\n"
+                f"bootstrap.servers={bootstrap_servers}\n"
+                "security.protocol=SASL_SSL\n"
+                f"sasl.mechanisms={KAFKA_CLIENT_MECHANISM}\n"
+                f"sasl.username={user}\n"
+                f"sasl.password={password}\n"
+                f"ssl.ca.location={self.tls_ca_file}\n")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return _sync_file(path, text, 0o600, -1, -1)
 
     # --- client key rotation (the Ansible roles' rotate-keys.yml) ------------------------------
 
@@ -240,6 +338,9 @@ class FleetSecurity:
                         "curve_server_keys_dir": str(self.trust_dir),
                         "curve_trusted_keys_dir": str(self.trust_dir),
                         "zookeeper_credentials_file": str(self.zk_credentials_file)})
+        if self.kafka_client_conf.exists():
+            out["kafka_client_conf"] = str(self.kafka_client_conf)
+            out["kafka_ca_file"] = str(self.tls_ca_file)
         out["env"] = self.client_env()
         return out
 
@@ -324,6 +425,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--root", required=True, type=pathlib.Path)
     r.add_argument("--phase", required=True, choices=("begin", "finish"))
     r.add_argument("--key", action="append", default=[], required=True, help="repeatable")
+    t = sub.add_parser("kafka-tls", help="the Kafka listeners' TLS CA and a certificate per "
+                                         "gateway (made again only when missing or renamed)")
+    t.add_argument("--root", required=True, type=pathlib.Path)
+    t.add_argument("--gateways", required=True,
+                   help='JSON {"<gateway name>": ["<host it advertises>", ...]}')
+    k = sub.add_parser("kafka-client", help="a SCRAM user's librdkafka properties (its password "
+                                            "is made once and kept in them); prints the password")
+    k.add_argument("--root", required=True, type=pathlib.Path)
+    k.add_argument("--user", required=True)
+    k.add_argument("--bootstrap", required=True, help="the SASL_SSL listeners, host:port,...")
     y = sub.add_parser("sync", help="on a host: make its key directory hold exactly the JSON "
                                     "bundle on stdin ({certificates, private, files: {name: text}})")
     y.add_argument("--root", required=True, type=pathlib.Path)
@@ -339,6 +450,15 @@ def main(argv: list[str] | None = None) -> int:
             gid = grp.getgrnam(a.group).gr_gid if a.group else -1
             changed, trust_changed = sec.sync(json.load(sys.stdin), uid=uid, gid=gid)
             print(json.dumps({"changed": changed, "trust_changed": trust_changed}))
+            return 0
+        if a.cmd == "kafka-tls":
+            print(json.dumps({"changed": sec.ensure_kafka_tls(json.loads(a.gateways))}))
+            return 0
+        if a.cmd == "kafka-client":
+            password = sec.kafka_client_password(a.user)
+            changed = sec.write_kafka_client_conf(a.bootstrap, password, a.user)
+            print(json.dumps({"changed": [str(sec.kafka_client_conf_of(a.user))] if changed
+                              else [], "password": password}))
             return 0
         if a.cmd == "ensure":
             changed = sec.ensure(json.loads(a.services), a.client or [CLIENT_KEY_NAME])

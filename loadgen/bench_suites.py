@@ -50,6 +50,11 @@ SUITES: tuple[Suite, ...] = (
           "kio's decode/encode per Produce, Fetch and Metadata request beside the SDK path's "
           "protobuf for the same content (µs, one core)",
           quick_args=("--seconds", "0.2"), duration="seconds"),
+    Suite("kafka-security", "loadgen.kafka_security", "Kafka listener security",
+          "confluent-kafka through the gateway's SASL_SSL (SCRAM-SHA-512) listener beside its "
+          "PLAINTEXT one on the same fleet: produce records/s and time to connect",
+          quick_args=("--records", "50000", "--connects", "5"), needs=("fleet",),
+          duration="a minute"),
     Suite("bench", "loadgen.bench", "Produce matrix",
           "100 B / 1 KiB, acks 1 / all, RF 1 / 3, none / lz4, each beside the same command "
           "over the null sink; then the repl suite's rows",

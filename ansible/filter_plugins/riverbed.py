@@ -14,9 +14,11 @@ there), so `deploy` is importable; the repository root is added to sys.path as a
 
 `settings` is a dict of the shared variables (see roles/riverbed_common/defaults/main.yml):
 ports, metrics_port_offset, data_dir, config_dir, log_dir, zookeeper_client_port,
-zookeeper_chroot, config_overrides, venv, security_protocol (CURVE unless NONE is asked for)
-and keys_dir (a host's key directory). The security keys of a service's .properties come from
-the local fleet's deploy/fleet_security.py, rooted at keys_dir.
+zookeeper_chroot, config_overrides, venv, security_protocol (CURVE unless NONE is asked for),
+keys_dir (a host's key directory) and kafka_listeners (the gateways' Kafka listeners by security
+protocol, SASL_SSL unless told otherwise; their ports are riverbed_ports.gateway's kafka.port
+for PLAINTEXT and kafka.sasl_ssl.port for SASL_SSL). The security keys of a service's
+.properties come from the local fleet's deploy/fleet_security.py, rooted at keys_dir.
 """
 from __future__ import annotations
 
@@ -27,15 +29,15 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
-    from deploy.fleet import ROLES, ConfigContext
+    from deploy.fleet import KAFKA_LISTENER_PORTS, ROLES, ConfigContext, kafka_listeners
     from deploy.fleet_security import CLIENT_GRANTS as FLEET_CLIENT_GRANTS
-    from deploy.fleet_security import FleetSecurity
+    from deploy.fleet_security import TLS_CA_CERT, FleetSecurity
     from deploy.prometheus import scrape_config, target_of
 except ImportError:  # ansible-playbook run by a Python without the project installed
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
-    from deploy.fleet import ROLES, ConfigContext
+    from deploy.fleet import KAFKA_LISTENER_PORTS, ROLES, ConfigContext, kafka_listeners
     from deploy.fleet_security import CLIENT_GRANTS as FLEET_CLIENT_GRANTS
-    from deploy.fleet_security import FleetSecurity
+    from deploy.fleet_security import TLS_CA_CERT, FleetSecurity
     from deploy.prometheus import scrape_config, target_of
 
 # Start order on a host (the fleet's ROLES order); stop order is the reverse.
@@ -86,6 +88,16 @@ def host_security(settings: Mapping) -> FleetSecurity:
     return FleetSecurity(keys_dir, str(settings.get("security_protocol") or "CURVE"), root=keys_dir)
 
 
+def _kafka_protocols(settings: Mapping) -> list[str]:
+    wanted = [str(p).upper() for p in (settings.get("kafka_listeners") or ["SASL_SSL"])]
+    known = [proto for proto, _ in KAFKA_LISTENER_PORTS]
+    for p in wanted:
+        if p not in known:
+            raise RiverbedInventoryError(f"riverbed_kafka_listeners: {p} is not one of "
+                                         f"{', '.join(known)}")
+    return wanted
+
+
 def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mapping) -> list[dict[str, Any]]:
     """The Riverbed processes `host` runs, in start order, each with its rendered properties."""
     ports_by_role = settings["ports"]
@@ -103,6 +115,10 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
         index = service_id(hostvars, groups, role, host)
         name = f"{spec.prefix}-{index}"
         ports = {k: int(v) for k, v in ports_by_role[role].items()}
+        if role == "gateway":      # only the Kafka listeners asked for (SASL_SSL by default)
+            for proto, key in KAFKA_LISTENER_PORTS:
+                if proto not in _kafka_protocols(settings):
+                    ports.pop(key, None)
         ports["metrics.port"] = ports["port"] + offset
         workdir = f"{settings['data_dir']}/{name}"
         ctx = ConfigContext(index=index, host=address, ports=ports, workdir=pathlib.Path(workdir),
@@ -112,6 +128,8 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
             props["log.dirs"] = ",".join(log_dirs(hostvars, host, workdir))
         # as Fleet._config_for: the role's template, the security keys, then the overrides
         props.update(security.service_properties(name))
+        if "kafka.sasl_ssl.port" in ports:
+            props.update(security.kafka_listener_properties(name))
         for target, kv in overrides.items():
             if str(target).replace("-", "_") == role:
                 props.update({str(k): str(v) for k, v in kv.items()})
@@ -126,6 +144,7 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
                          + ([f"tcp://{address}:{ports['pub.port']}"] if "pub.port" in ports else []),
             "log": f"{settings['log_dir']}/{name}.log",
             "log_dirs": props.get("log.dirs", "").split(",") if role == "storage_node" else [],
+            "kafka_listeners": kafka_listeners(address, ports) if role == "gateway" else [],
             # The local fleet's command (Fleet._command): python -m <module> --config FILE.
             "argv": [f"{settings.get('venv', '/opt/riverbed/venv')}/bin/python", "-m", spec.module,
                      "--config", f"{settings['config_dir']}/{name}.properties"],
@@ -158,6 +177,20 @@ _ACL_ENTRY = re.compile(r"\(principal=([^,]+), host=([^,]+), operation=([^,]+), 
 _ACL_FLAGS = {"Topic": "--topic", "Group": "--group", "TransactionalId": "--transactional-id"}
 CLIENT_GRANTS = tuple((rtype, name, [_ACL_FLAGS[rtype], name] if rtype in _ACL_FLAGS else ["--cluster"])
                       for rtype, name in FLEET_CLIENT_GRANTS)
+
+
+def kafka_tls_plan(hosts: list[str], hostvars: Mapping, groups: Mapping, settings: Mapping) -> dict[str, list[str]]:
+    """{gateway name: [the address it advertises]} for every gateway with a SASL_SSL listener:
+    the certificates the control machine keeps (`python -m deploy.fleet_security kafka-tls`)."""
+    return {s["name"]: [s["host"]] for s in all_services(hosts, hostvars, groups, settings)
+            if any(li.startswith("SASL_SSL://") for li in s["kafka_listeners"])}
+
+
+def kafka_bootstrap(hosts: list[str], hostvars: Mapping, groups: Mapping, settings: Mapping,
+                    protocol: str = "SASL_SSL") -> str:
+    """host:port of every gateway's `protocol` Kafka listener (a client's bootstrap.servers)."""
+    return ",".join(li.split("://", 1)[1] for s in all_services(hosts, hostvars, groups, settings)
+                    for li in s["kafka_listeners"] if li.startswith(f"{protocol}://"))
 
 
 def missing_acl_grants(acls_list_stdout: str, principals: list[str]) -> list[dict[str, Any]]:
@@ -206,12 +239,20 @@ def host_key_bundle(host: str, hostvars: Mapping, groups: Mapping, settings: Map
     ZooKeeper credentials, and the tools' client properties (the operator key). Read on the
     control machine (filters run there)."""
     root = pathlib.Path(str(keys_dir))
+    services = host_services(host, hostvars, groups, settings)
+    # the TLS of its gateways' SASL_SSL listeners (whatever the security protocol)
+    tls_gateways = [s["name"] for s in services
+                    if any(li.startswith("SASL_SSL://") for li in s["kafka_listeners"])]
+    keystores = {f"{n}.pem": (root / "private" / f"{n}.pem").read_text() for n in tls_gateways}
+    ca = {TLS_CA_CERT: (root / TLS_CA_CERT).read_text()} if tls_gateways else {}
+    if str(settings.get("security_protocol") or "CURVE") != "CURVE":
+        return {"certificates": {}, "private": keystores, "files": ca}
     certs = {p.name: p.read_text() for p in sorted((root / "certificates").glob("*.key"))}
-    names = [s["name"] for s in host_services(host, hostvars, groups, settings)] + [str(operator_key)]
+    names = [s["name"] for s in services] + [str(operator_key)]
     secrets = {f"{n}.key_secret": (root / "private" / f"{n}.key_secret").read_text() for n in names}
     files = {"zookeeper.credentials": (root / "zookeeper.credentials").read_text(),
-             str(tools_properties): client_properties_text(settings, operator_key)}
-    return {"certificates": certs, "private": secrets, "files": files}
+             str(tools_properties): client_properties_text(settings, operator_key), **ca}
+    return {"certificates": certs, "private": {**secrets, **keystores}, "files": files}
 
 
 def client_properties_text(settings: Mapping, key_name: str) -> str:
@@ -268,4 +309,5 @@ class FilterModule:
                 "riverbed_reassign_json_lines": reassign_json_lines,
                 "riverbed_decommission_plan": decommission_plan,
                 "riverbed_key_plan": key_plan, "riverbed_client_properties_text": client_properties_text,
-                "riverbed_host_key_bundle": host_key_bundle, "riverbed_missing_acl_grants": missing_acl_grants}
+                "riverbed_host_key_bundle": host_key_bundle, "riverbed_missing_acl_grants": missing_acl_grants,
+                "riverbed_kafka_tls_plan": kafka_tls_plan, "riverbed_kafka_bootstrap": kafka_bootstrap}

@@ -41,11 +41,39 @@ class GatewayConfig:
     # What Metadata tells Kafka clients to connect to (empty: `listeners`, an empty host
     # replaced by host.name). Each entry must name a listener.
     advertised_listeners: str = ""
-    # Listener name -> security protocol (Kafka's default map). Only PLAINTEXT is served yet.
+    # Listener name -> security protocol (Kafka's default map): PLAINTEXT, SSL, SASL_PLAINTEXT,
+    # SASL_SSL (docs/kafka-protocol.md, Security).
     listener_security_protocol_map: str = kafka_listeners.KAFKA_DEFAULT_PROTOCOL_MAP
     # Kafka's default, 10 minutes: a Kafka connection with nothing read and nothing in flight
     # for this long is closed (clients reconnect when they need to).
     connections_max_idle_ms: int = 600000
+    # SASL listeners (SASL_PLAINTEXT, SASL_SSL): Kafka's key. SCRAM-SHA-256, SCRAM-SHA-512
+    # (credentials in ZooKeeper: `riverbed configs --entity-type users ... SCRAM-SHA-512=[...]`)
+    # and PLAIN (checked against the same SCRAM credentials; off unless listed: it sends the
+    # password itself, so only over SASL_SSL). Kafka's default is GSSAPI, not served here.
+    sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
+    # Kafka's key and default: the largest frame read from a client before it has authenticated
+    # (a SASL token is small; an unauthenticated peer never makes the gateway buffer 100 MiB).
+    sasl_server_max_receive_size: int = 524288
+    # TLS (SSL, SASL_SSL listeners): Kafka's keys, PEM files (Kafka 2.7+'s ssl.keystore.type=PEM).
+    # The keystore is one PEM file holding the private key and the certificate chain
+    # (`riverbed keys tls-cert`); ssl.key.password decrypts an encrypted key.
+    ssl_keystore_type: str = "PEM"
+    # The PEM keystore: the listener's private key and certificate chain in one file
+    # (`riverbed keys tls-cert` writes one). Required by SSL and SASL_SSL listeners.
+    ssl_keystore_location: str = ""
+    # Decrypts an encrypted private key in the keystore (empty: the key is not encrypted).
+    ssl_key_password: str = ""
+    # CA certificates that sign client certificates (needed when ssl.client.auth asks for them).
+    ssl_truststore_type: str = "PEM"
+    # The PEM file of those CA certificates (empty: no client certificate can be verified).
+    ssl_truststore_location: str = ""
+    # none | requested | required (Kafka's). With a client certificate on an SSL listener the
+    # principal is User:<its subject DN> (Kafka's default principal builder), e.g.
+    # User:CN=app1,O=example; on SASL_SSL the SASL user is the principal.
+    ssl_client_auth: str = "none"
+    # The TLS versions the listeners accept, comma-separated (Kafka's default).
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
     # -- authorization (ACLs in ZooKeeper, services/common/acl) ---------------------------
     # NONE | CURVE. Sets the default of allow.everyone.if.no.acl.found (CURVE sockets
     # themselves are configured by the RPC layer with the same key).
@@ -94,12 +122,21 @@ class GatewayConfig:
                            ("request.timeout.ms", self.request_timeout_ms),
                            ("metadata.max.age.ms", self.metadata_max_age_ms),
                            ("queued.max.requests", self.queued_max_requests),
-                           ("connections.max.idle.ms", self.connections_max_idle_ms)):
+                           ("connections.max.idle.ms", self.connections_max_idle_ms),
+                           ("sasl.server.max.receive.size", self.sasl_server_max_receive_size)):
             if value <= 0:
                 raise ConfigError(f"{key}={value}: must be positive")
 
         try:
-            self.kafka_listeners
+            bind, _ = self.kafka_listeners
+            kafka_listeners.check_security(
+                bind, sasl_enabled_mechanisms=self.sasl_enabled_mechanisms,
+                ssl_keystore_type=self.ssl_keystore_type,
+                ssl_keystore_location=self.ssl_keystore_location,
+                ssl_truststore_type=self.ssl_truststore_type,
+                ssl_truststore_location=self.ssl_truststore_location,
+                ssl_client_auth=self.ssl_client_auth,
+                ssl_enabled_protocols=self.ssl_enabled_protocols)
         except kafka_listeners.ListenerError as e:
             raise ConfigError(str(e)) from None
 
@@ -109,6 +146,10 @@ class GatewayConfig:
         """(listeners to bind, listeners to advertise), parsed from Kafka's three keys."""
         return kafka_listeners.resolve(self.listeners, self.advertised_listeners,
                                        self.listener_security_protocol_map, self.host_name)
+
+    @property
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        return kafka_listeners.check_mechanisms(self.sasl_enabled_mechanisms)
 
     @property
     def super_user_principals(self) -> tuple[str, ...]:

@@ -244,7 +244,10 @@ def test_hosts_hold_only_their_own_secret_keys_mode_0600(bed):
     for name, procs in services.items():
         h = host(name)
         secrets = _stat(h, f"{keys}/private/*")
-        assert set(secrets) == {f"{keys}/private/{p}.key_secret" for p in procs + ["operator"]}, secrets
+        # a gateway's SASL_SSL listener: its TLS key and certificate chain (Kafka's PEM keystore)
+        tls = {f"{keys}/private/{p}.pem" for p in procs if p.startswith("gateway-")}
+        assert set(secrets) == {f"{keys}/private/{p}.key_secret" for p in procs + ["operator"]} | tls, \
+            secrets
         assert set(secrets.values()) == {"600"}, secrets
         assert _stat(h, f"{keys}/private") == {f"{keys}/private": "700"}
         assert _stat(h, f"{keys}/zookeeper.credentials {keys}/tools.properties") == {
@@ -269,6 +272,43 @@ def test_hosts_hold_only_their_own_secret_keys_mode_0600(bed):
                   f"c = KazooClient('{host('h1').address}:2181'); c.start(15); "
                   "print(sorted(str(a.id.scheme) for a in c.get_acls('/riverbed/controller_epoch')[0])); c.stop()\"")
     assert acl.strip() == "['digest', 'world']", acl
+
+
+def test_kafka_clients_over_sasl_ssl_through_the_deployed_gateway(bed):
+    """The gateway's SASL_SSL listener (the only Kafka listener by default), its certificate made
+    and distributed by site.yml, the SCRAM user kafka-client made with its librdkafka properties
+    on the control machine: kcat -F with them lists, produces and consumes; a wrong password and
+    the PLAINTEXT port (not opened) get nothing."""
+    import shutil as _shutil
+    if _shutil.which("kcat") is None:
+        pytest.skip("kcat is not installed (make install puts Debian's kcat)")
+    keys = State.inventory.parent.parent / "keys"
+    conf = keys / "kafka-clients" / "kafka-client.conf"
+    assert oct(conf.stat().st_mode & 0o777) == "0o600"
+    props = dict(line.split("=", 1) for line in conf.read_text().splitlines()
+                 if line and not line.startswith("#"))
+    h1 = host("h1").address
+    assert props["bootstrap.servers"] == f"{h1}:9093" and props["security.protocol"] == "SASL_SSL"
+    assert props["ssl.ca.location"] == str(keys / "kafka-ca.pem")
+    gw = bed_ssh(host("h1"), "cat /etc/riverbed/gateway-1.properties")
+    assert f"listeners=SASL_SSL://{h1}:9093" in gw.splitlines()
+    topic = "kafka-sasl-ssl"
+    lines = [f"k{i}:v{i}" for i in range(20)]
+    # the producer's metadata request creates the topic (auto.create.topics.enable)
+    r = subprocess.run(["ip", "netns", "exec", bed.client_ns, "kcat", "-F", str(conf), "-P",
+                        "-t", topic, "-K:", "-X", "acks=all"], input="\n".join(lines) + "\n",
+                       capture_output=True, text=True, timeout=120, env=bed.client_env())
+    assert r.returncode == 0, r.stderr
+    r = bed.client_run(["kcat", "-F", str(conf), "-L", "-J", "-t", topic], timeout=120)
+    assert [b["id"] for b in json.loads(r.stdout)["brokers"]] == [1], r.stdout
+    r = bed.client_run(["kcat", "-F", str(conf), "-C", "-t", topic, "-o", "beginning", "-e",
+                        "-q", "-f", "%k:%s\n"], timeout=120)
+    assert sorted(r.stdout.split()) == sorted(lines)
+    r = bed.client_run(["kcat", "-F", str(conf), "-X", "sasl.password=wrong", "-L", "-m", "10"],
+                       check=False, timeout=120)
+    assert r.returncode != 0 and "Authentication failed" in r.stderr, r.stderr
+    r = bed.client_run(["kcat", "-b", f"{h1}:9094", "-L", "-m", "5"], check=False, timeout=60)
+    assert r.returncode != 0          # no PLAINTEXT listener unless riverbed_kafka_listeners asks
 
 
 def test_hosts_have_tuned_disks_drop_ins_and_rendered_configs(bed):

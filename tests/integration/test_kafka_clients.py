@@ -79,8 +79,9 @@ def test_fleet_status_lists_each_gateways_kafka_listener(fleet):
     gws = [p for p in fleet.status(with_zk=False)["processes"] if p["role"] == "gateway"]
     assert len(gws) == 2
     for p in gws:
-        (listener,) = p["kafka_listeners"]
-        assert listener == f"PLAINTEXT://127.0.0.1:{fleet.base_port + 49 + p['id']}"
+        assert p["kafka_listeners"] == [
+            f"PLAINTEXT://127.0.0.1:{fleet.base_port + 49 + p['id']}",
+            f"SASL_SSL://127.0.0.1:{fleet.base_port + 59 + p['id']}"]
     out = subprocess.run([sys.executable, "-m", "riverbed.cli", "fleet", "status", "--json",
                           "--data-dir", str(fleet.data_dir)], capture_output=True, text=True,
                          timeout=60)

@@ -1,14 +1,24 @@
-"""`riverbed keys`: CurveZMQ keypairs in zmq.auth's certificate format.
+"""`riverbed keys`: CurveZMQ keypairs in zmq.auth's certificate format, and TLS certificates for
+the gateways' Kafka listeners.
 
     riverbed keys generate NAME [--dir D] [--secret-dir S] [--kind client|service] [--endpoint E ...]
     riverbed keys list [--dir D]
     riverbed keys add CERT.key --trust-dir D
+    riverbed keys tls-ca [--dir D] [--secret-dir S]
+    riverbed keys tls-cert NAME --san HOST [--san IP:ADDR ...] [--client] [--dir D] [--ca-dir D]
 
 A keypair is two files: NAME.key (public: give it to the servers' trusted keys directory,
 `curve.trusted.keys.dir`) and NAME.key_secret (secret, mode 0600: only its owner reads it; a
 client names it in `curve_secret_key_file`, a service in `curve.secret.key.file`). The principal
 of the key is `User:NAME`. A service's key carries its endpoints, by which clients find the
 server's public key (`curve_server_keys_dir`).
+
+TLS (SSL and SASL_SSL Kafka listeners): `tls-ca` writes a certificate authority (D/ca.pem, the
+clients' ssl.ca.location; its key S/ca.key, 0600); `tls-cert NAME` writes NAME.pem (0600): a new
+private key with its certificate signed by that CA and the chain, the gateway's
+ssl.keystore.location (Kafka's PEM keystore). A server certificate names the hosts clients
+connect to (--san: the advertised host of the listener, a DNS name or an IP address); a client
+certificate (--client) is for ssl.client.auth, its principal `User:CN=NAME,O=Riverbed`.
 """
 from __future__ import annotations
 
@@ -44,6 +54,25 @@ def add_command(subparsers) -> None:
                    help="the services' curve.trusted.keys.dir (re-read within "
                         "curve.trusted.keys.reload.ms, or on SIGHUP)")
     a.set_defaults(func=cmd_add)
+    ca = sub.add_parser("tls-ca", help="a TLS certificate authority for the Kafka listeners "
+                                       "(ca.pem, ca.key)")
+    ca.add_argument("--dir", default=".", help="where ca.pem goes (default: .)")
+    ca.add_argument("--secret-dir", default=None, help="where ca.key goes (default: --dir)")
+    ca.add_argument("--days", type=int, default=3650, help="validity (default 3650)")
+    ca.add_argument("--force", action="store_true",
+                    help="replace an existing CA (its certificates stop being trusted)")
+    ca.set_defaults(func=cmd_tls_ca)
+    c = sub.add_parser("tls-cert", help="a TLS key and certificate signed by the CA (NAME.pem)")
+    c.add_argument("name", help="file name and common name (CN)")
+    c.add_argument("--dir", default=".", help="where NAME.pem goes (default: .); 0600")
+    c.add_argument("--ca-dir", default=".", help="where ca.pem is (default: .)")
+    c.add_argument("--ca-secret-dir", default=None, help="where ca.key is (default: --ca-dir)")
+    c.add_argument("--san", action="append", default=[], metavar="DNS:NAME|IP:ADDR",
+                   help="a name clients connect to (repeatable; needed for a server)")
+    c.add_argument("--client", action="store_true",
+                   help="a client certificate (mutual TLS, ssl.client.auth) instead of a server's")
+    c.add_argument("--days", type=int, default=825, help="validity (default 825)")
+    c.set_defaults(func=cmd_tls_cert)
 
 
 def _fail(e: Exception) -> int:
@@ -82,4 +111,31 @@ def cmd_add(args: argparse.Namespace) -> int:
     except (sec.SecurityConfigError, OSError) as e:
         return _fail(e)
     print(f"added {dest}")
+    return 0
+
+
+def cmd_tls_ca(args: argparse.Namespace) -> int:
+    from riverbed.tools import tls
+    try:
+        cert, key = tls.make_ca(args.dir, args.secret_dir, days=args.days, overwrite=args.force)
+    except (tls.TlsError, OSError) as e:
+        return _fail(e)
+    print(f"CA certificate: {cert}   (clients' ssl.ca.location, gateways' ssl.truststore.location)")
+    print(f"CA key:         {key}")
+    return 0
+
+
+def cmd_tls_cert(args: argparse.Namespace) -> int:
+    from riverbed.tools import tls
+    try:
+        path = tls.make_certificate(args.name, args.dir, ca_dir=args.ca_dir,
+                                    ca_secret_dir=args.ca_secret_dir, sans=tuple(args.san),
+                                    client=args.client, days=args.days)
+    except (tls.TlsError, OSError) as e:
+        return _fail(e)
+    print(f"key and certificate chain: {path}")
+    if args.client:
+        print(f"principal:  User:CN={args.name},O=Riverbed")
+    else:
+        print(f"names:      {', '.join(tls.certificate_sans(path))}   (ssl.keystore.location)")
     return 0

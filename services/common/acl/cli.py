@@ -12,14 +12,19 @@ a gateway yet). Registered as `riverbed.cli_plugins` entry points (the SDK never
     riverbed configs --zookeeper ... --entity-type users --entity-name alice --alter \\
         --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
     riverbed configs --zookeeper ... --entity-type clients --entity-default --describe
+    riverbed configs --zookeeper ... --alter --entity-type users --entity-name alice \
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]'
+    riverbed configs --zookeeper ... --alter --entity-type users --entity-name alice \
+        --delete-config SCRAM-SHA-256
 """
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
 
-from services.common.acl import layout, store
+from services.common.acl import layout, scram, store
 from services.common.acl.authorizer import (
     CLUSTER_NAME,
     AclBinding,
@@ -253,11 +258,16 @@ ENTITY_WORDS = {"users": "user-principal", "clients": "client-id"}
 
 def add_config_commands(subparsers) -> None:
     p = subparsers.add_parser(
-        "configs", help="quota configs of users and client ids (Kafka's kafka-configs)",
-        description="Kafka's kafka-configs for quotas: producer_byte_rate, consumer_byte_rate "
-                    "(bytes/s) and request_percentage (percent of one thread's time), per user "
-                    "principal name or client id, or their <default>. Gateways watch "
-                    "/config/changes and apply changes within moments.")
+        "configs", help="quotas and SCRAM credentials of users and client ids (Kafka's "
+                        "kafka-configs)",
+        description="Kafka's kafka-configs for users and client ids: quotas (producer_byte_rate, "
+                    "consumer_byte_rate in bytes/s, request_percentage in percent of one "
+                    "thread's time) per user principal name or client id, or their <default>; "
+                    "and users' SCRAM credentials for the Kafka listener's SASL "
+                    "(SCRAM-SHA-256=[password=...], SCRAM-SHA-512=[iterations=N,password=...]: "
+                    "stored salted and hashed as Kafka stores them, never the password). "
+                    "Gateways watch /config/changes and apply changes within moments. With the "
+                    "fleet's ZooKeeper credentials a user's znode is readable by them only.")
     p.add_argument("--zookeeper", required=True, help="zookeeper.connect of the fleet (with chroot)")
     p.add_argument("--zookeeper-credentials-file", default=os.environ.get(ZK_CREDENTIALS_ENV, ""),
                    metavar="FILE",
@@ -271,30 +281,55 @@ def add_config_commands(subparsers) -> None:
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--alter", action="store_true")
     action.add_argument("--describe", action="store_true")
-    p.add_argument("--add-config", default="", metavar="K=V,K=V")
-    p.add_argument("--delete-config", default="", metavar="K,K")
+    p.add_argument("--add-config", default="", metavar="K=V,K=V",
+                   help="quota keys, and for users SCRAM-SHA-256=[iterations=N,password=P] / "
+                        "SCRAM-SHA-512=[password=P] (iterations 4096..16384, default 4096)")
+    p.add_argument("--delete-config", default="", metavar="K,K",
+                   help="keys to remove (SCRAM-SHA-512 removes that credential)")
     p.add_argument("--timeout-ms", type=int, default=15000, help="ZooKeeper connect timeout")
     p.set_defaults(func=run_configs)
 
 
+def _config_changes(args: argparse.Namespace, name: str) -> tuple[dict[str, str], list[str]]:
+    """(keys to set, keys to delete) of --alter: quota values checked, SCRAM passwords turned
+    into Kafka's stored credentials (a fresh salt each time)."""
+    set_: dict[str, str] = {}
+    for item in scram.split_config(args.add_config):
+        k, sep, v = item.partition("=")
+        k = k.strip()
+        if not sep:
+            raise AclError(f"--add-config {k!r}: expected key=value")
+        if k in scram.MECHANISMS:
+            if args.entity_type != "users" or name == layout.DEFAULT_ENTITY:
+                raise AclError(f"{k} credentials belong to a user: --entity-type users "
+                               "--entity-name NAME")
+            password, iterations = scram.parse_scram_value(k, v)
+            cred = scram.make_credential(k, password, secrets.token_bytes(scram.SALT_BYTES),
+                                         iterations)
+            set_[k] = scram.encode_credential(cred)
+        else:
+            check_quota_config({k: v.strip()})
+            set_[k] = v.strip()
+    delete = [k.strip() for k in args.delete_config.split(",") if k.strip()]
+    for k in delete:
+        if k in scram.MECHANISMS:
+            if args.entity_type != "users":
+                raise AclError(f"{k}: only users have SCRAM credentials")
+        else:
+            check_quota_config({k: "1"})
+    if not set_ and not delete:
+        raise AclError("--alter needs --add-config and/or --delete-config")
+    return set_, delete
+
+
 def run_configs(args: argparse.Namespace) -> int:
+    from kazoo.exceptions import NoAuthError
     name = layout.DEFAULT_ENTITY if args.entity_default else args.entity_name
     try:
         if args.alter:
             if not name:
                 raise AclError("--alter needs --entity-name or --entity-default")
-            set_ = {}
-            for item in filter(None, (x.strip() for x in args.add_config.split(","))):
-                k, sep, v = item.partition("=")
-                if not sep:
-                    raise AclError(f"--add-config {item!r}: expected key=value")
-                set_[k.strip()] = v.strip()
-            check_quota_config(set_)
-            delete = [k.strip() for k in args.delete_config.split(",") if k.strip()]
-            for k in delete:
-                check_quota_config({k: "1"})
-            if not set_ and not delete:
-                raise AclError("--alter needs --add-config and/or --delete-config")
+            set_, delete = _config_changes(args, name)
         client = _connect(args)
         try:
             if args.alter:
@@ -308,12 +343,22 @@ def run_configs(args: argparse.Namespace) -> int:
         for (etype, ename), cfg in sorted(configs.items()):
             if etype != args.entity_type or (name and ename != name):
                 continue
-            shown = ",".join(f"{k}={v}" for k, v in sorted(cfg.items()))
-            print(f"Quota configs for {ENTITY_WORDS[etype]} '{ename}' are {shown}")
+            quotas = {k: v for k, v in cfg.items() if k not in scram.MECHANISMS}
+            if quotas:
+                shown = ",".join(f"{k}={v}" for k, v in sorted(quotas.items()))
+                print(f"Quota configs for {ENTITY_WORDS[etype]} '{ename}' are {shown}")
+            creds = scram.describe(cfg)
+            if creds:
+                print(f"SCRAM credential configs for {ENTITY_WORDS[etype]} '{ename}' are "
+                      f"{creds.replace(',SCRAM', ', SCRAM')}")
         return EXIT_OK
-    except (AclError, QuotaConfigError, layout.LayoutError) as e:
+    except (AclError, QuotaConfigError, scram.ScramConfigError, layout.LayoutError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except NoAuthError:
+        print("Error: ZooKeeper refused to read users' configs (they may hold SCRAM "
+              "credentials): give --zookeeper-credentials-file", file=sys.stderr)
+        return EXIT_ERROR
     except ConnectionError as e:
         print(f"Error: ZooKeeper: {e}", file=sys.stderr)
         return EXIT_ERROR

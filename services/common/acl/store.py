@@ -112,10 +112,24 @@ def read_acls(zk) -> AclSnapshot:
     return out
 
 
+def sensitive_acl(zk) -> list | None:
+    """The ACL of a user's config znode, which may hold SCRAM credentials: the session's default
+    ACL (zookeeper.set.acl: the fleet's digest user ALL + world READ) without the world READ, as
+    Kafka keeps /config/users sensitive (ZkData.sensitivePath). None without a digest ACL."""
+    acl = getattr(zk, "default_acl", None)
+    if not acl:
+        return None
+    mine = [a for a in acl if a.id.scheme != "world"]
+    return mine or None
+
+
 def alter_config(zk, entity_type: str, name: str, *, set_: Mapping[str, str] | None = None,
                  delete: Iterable[str] = ()) -> dict[str, str]:
-    """Set and delete keys of an entity's config (version-checked), notify; the new config."""
+    """Set and delete keys of an entity's config (version-checked), notify; the new config.
+    A user's znode is readable by the fleet's digest user only (sensitive_acl) when this
+    session writes with one."""
     path = layout.config_path(entity_type, name)
+    acl = sensitive_acl(zk) if entity_type == "users" else None
     set_ = dict(set_ or {})
     delete = list(delete)
     while True:
@@ -130,9 +144,11 @@ def alter_config(zk, entity_type: str, name: str, *, set_: Mapping[str, str] | N
             return new
         try:
             if version is None:
-                zk.create(path, layout.encode_config(new), makepath=True)
+                zk.create(path, layout.encode_config(new), makepath=True, acl=acl)
             else:
                 zk.set(path, layout.encode_config(new), version=version)
+                if acl is not None:
+                    zk.set_acls(path, acl)     # one written before credentials could be there
         except (BadVersionError, NodeExistsError, NoNodeError):
             continue
         _notify(zk, layout.CONFIG_CHANGES, layout.CONFIG_CHANGE_PREFIX,

@@ -15,9 +15,18 @@ Per connection:
   connection; past that the connection is not read until one is answered;
 - a connection idle (nothing read and nothing in flight) for `connections.max.idle.ms` is
   closed;
-- the principal is User:ANONYMOUS on PLAINTEXT (Kafka's), handed to the same guard (ACLs,
-  quotas: throttle_time_ms reaches the Kafka answer) as SDK requests; later security protocols
-  set it per connection here.
+- the principal is set per connection and handed to the same guard (ACLs, quotas:
+  throttle_time_ms reaches the Kafka answer) as SDK requests: User:ANONYMOUS on PLAINTEXT and
+  on SSL without a client certificate (Kafka's), `User:<subject DN>` on SSL with one, and the
+  SASL user on SASL_PLAINTEXT / SASL_SSL;
+- TLS (SSL, SASL_SSL): the handshake runs right after the accept (StreamWriter.start_tls); a
+  failed one closes the connection and counts as a failed authentication;
+- SASL (SASL_PLAINTEXT, SASL_SSL; the state machine is sasl.py): until the client has
+  authenticated, only ApiVersions, SaslHandshake and SaslAuthenticate are served (anything else
+  closes the connection, as Kafka does), frames are bounded by sasl.server.max.receive.size,
+  and a failed authentication is answered (SASL_AUTHENTICATION_FAILED), counted, logged without
+  the password, and the connection closed. After a SaslHandshake v0 the tokens come as bare
+  frames and go back as bare frames.
 A bug in a handler or in the translation answers UNKNOWN_SERVER_ERROR (or closes the
 connection when not even that can be built) and never stops the gateway.
 """
@@ -25,14 +34,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import socket
+import ssl
+import struct
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2
 from riverbed.wire.framing import Request
 from services.gateway.kafka import protocol as kp
+from services.gateway.kafka import sasl
+from services.gateway.kafka import tls
 from services.gateway.kafka import translate as tr
 from services.gateway.kafka.brokers import KafkaBroker
 from services.gateway.kafka.listeners import Listener
@@ -42,6 +57,20 @@ ANONYMOUS = "User:ANONYMOUS"
 UNKNOWN_SERVER_ERROR = errors.ErrorCode.Value("UNKNOWN_SERVER_ERROR")
 WRITE_HIGH_WATER = 1 << 20        # bytes buffered for a connection before the writer drains
 BACKLOG = 128                     # connections waiting to be accepted (Kafka's accept queue is 50+)
+SSL_MECHANISM = "SSL"             # the `mechanism` label of TLS handshake failures
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    """What a listener's security protocol needs: a server SSLContext (SSL, SASL_SSL) and the
+    SASL mechanisms with the credentials to check them against (SASL_*); empty for PLAINTEXT."""
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanisms: tuple[str, ...] = ()
+    credentials: sasl.CredentialLookup | None = None
+    sasl_max_receive_size: int = 524288        # sasl.server.max.receive.size
+    # Describe/AlterUserScramCredentials: (request, principal, client host) -> the kio response,
+    # answered by the gateway (its ACLs and credential store; scram_admin.py)
+    scram_admin: Callable[[kp.KafkaRequest, str, str], Awaitable[Any]] | None = None
 
 
 class KafkaListener:
@@ -52,7 +81,8 @@ class KafkaListener:
                  handlers: Mapping[int, Callable[[Request], Awaitable[Any]]],
                  brokers: Callable[[str], tuple[KafkaBroker, ...]],
                  socket_request_max_bytes: int, connections_max_idle_ms: int,
-                 queued_max_requests: int, name: str = "gateway"):
+                 queued_max_requests: int, name: str = "gateway",
+                 security: ListenerSecurity = ListenerSecurity()):
         self.bind = bind
         self.advertised = advertised
         self.gateway_id = gateway_id
@@ -62,6 +92,9 @@ class KafkaListener:
         self._idle_s = connections_max_idle_ms / 1000.0
         self._max_in_flight = queued_max_requests
         self._name = name
+        self.security = security
+        # made-up salts for unknown SCRAM users derive from this (sasl.py)
+        self._unknown_user_secret = secrets.token_bytes(32)
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task] = set()
         self.bound_port: int | None = None
@@ -73,6 +106,22 @@ class KafkaListener:
         self.closed_idle = 0
         self.handler_failures = 0
         self.requests_by_api: dict[str, int] = {}
+        self.closed_unauthenticated = 0                   # a request before authentication
+        self.authentications: dict[str, int] = {}         # mechanism -> successful
+        self.failed_authentications: dict[str, int] = {}  # mechanism (or SSL) -> failed
+
+    def new_sasl_server(self) -> sasl.SaslServer | None:
+        sec = self.security
+        if not sec.sasl_mechanisms:
+            return None
+        # no credential store: every authentication fails (never an open SASL listener)
+        return sasl.SaslServer(sec.sasl_mechanisms, sec.credentials or (lambda user, mech: None),
+                               nonce=secrets.token_urlsafe(18),
+                               unknown_user_secret=self._unknown_user_secret)
+
+    def count_authentication(self, mechanism: str, ok: bool) -> None:
+        counts = self.authentications if ok else self.failed_authentications
+        counts[mechanism] = counts.get(mechanism, 0) + 1
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> Listener:
@@ -130,7 +179,21 @@ class KafkaListener:
             except OSError:
                 pass
         try:
-            await Connection(self, reader, writer, host).run()
+            principal = ANONYMOUS
+            if self.security.ssl_context is not None:
+                try:
+                    await writer.start_tls(self.security.ssl_context)
+                except (ssl.SSLError, OSError, TimeoutError) as e:
+                    self.count_authentication(SSL_MECHANISM, False)
+                    log.info("[%s] failed authentication with %s on %s: TLS handshake: %s",
+                             self._name, host, self.advertised.name, e)
+                    return
+                ssl_object = writer.get_extra_info("ssl_object")
+                principal = tls.principal_of(ssl_object.getpeercert(binary_form=True)
+                                             if ssl_object is not None else None)
+                if principal != ANONYMOUS:
+                    self.count_authentication(SSL_MECHANISM, True)
+            await Connection(self, reader, writer, host, principal).run()
         except asyncio.CancelledError:
             raise
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -178,14 +241,15 @@ class KafkaListener:
 
 class Connection:
     def __init__(self, listener: KafkaListener, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter, host: str):
+                 writer: asyncio.StreamWriter, host: str, principal: str = ANONYMOUS):
         self.l = listener
         self.reader = reader
         self.writer = writer
         self.host = host
-        # Who the client is: User:ANONYMOUS on PLAINTEXT; SASL/TLS listeners will set it
-        # after their handshake, before any request reaches a handler.
-        self.principal = ANONYMOUS
+        # Who the client is: User:ANONYMOUS on PLAINTEXT, the certificate's DN on SSL; on a
+        # SASL listener the SASL user, set before any other request reaches a handler.
+        self.principal = principal
+        self.sasl = listener.new_sasl_server()
         # answers in request order: each item awaits to the response bytes (or None)
         self.pending: asyncio.Queue = asyncio.Queue(maxsize=listener._max_in_flight)
         self.background: set[asyncio.Task] = set()
@@ -222,13 +286,21 @@ class Connection:
             except asyncio.IncompleteReadError:
                 return                                   # the client closed
             size = kp.frame_size(prefix)
-            if size < 0 or size > l._max_bytes:
+            authenticating = self.sasl is not None and not self.sasl.complete
+            limit = min(l._max_bytes, l.security.sasl_max_receive_size) if authenticating \
+                else l._max_bytes
+            if size < 0 or size > limit:
                 l.closed_oversize += 1
                 log.info("closing the Kafka connection from %s: a request of %d bytes "
-                         "(socket.request.max.bytes=%d)", self.host, size, l._max_bytes)
+                         "(%s=%d)", self.host, size, "sasl.server.max.receive.size"
+                         if authenticating else "socket.request.max.bytes", limit)
                 return
             frame = await self.reader.readexactly(size)
             l.requests += 1
+            if authenticating and self.sasl.raw_tokens:
+                if not await self._raw_token(bytes(frame)):
+                    return
+                continue
             try:
                 kreq = kp.decode_request(frame)
             except kp.BadRequest as e:
@@ -243,6 +315,16 @@ class Connection:
                 return
             name = kreq.name
             l.requests_by_api[name] = l.requests_by_api.get(name, 0) + 1
+            if authenticating:
+                if not self.sasl.allows(kreq.api_key):
+                    l.closed_unauthenticated += 1
+                    log.info("closing the Kafka connection from %s: %s before authentication "
+                             "(listener %s)", self.host, name, l.advertised.name)
+                    return
+                if kreq.api_key in (kp.SASL_HANDSHAKE, kp.SASL_AUTHENTICATE):
+                    if not await self._sasl_request(kreq):
+                        return
+                    continue
             expects = not (kreq.api_key == kp.PRODUCE and kreq.body.acks == 0)
             task = asyncio.get_running_loop().create_task(self._handle(kreq))
             self.background.add(task)                # cancelled with the connection
@@ -257,17 +339,68 @@ class Connection:
             if item is None:
                 await w.drain()
                 return
-            data = await item
+            data = item if isinstance(item, bytes) else await item
             if data is None:
                 return                                   # no answer could be built: close
             w.write(data)
             if w.transport.get_write_buffer_size() > WRITE_HIGH_WATER or self.pending.empty():
                 await w.drain()
 
+    # -- SASL (until authenticated; the reader handles these in order, one at a time) ---------
+    async def _sasl_request(self, kreq: kp.KafkaRequest) -> bool:
+        """Answer a SaslHandshake / SaslAuthenticate; False: close once the answer is written."""
+        s = self.sasl
+        if kreq.api_key == kp.SASL_HANDSHAKE:
+            answer = s.handshake(kreq.body.mechanism, kreq.api_version)
+            body = sasl.handshake_response(kreq.api_version, answer)
+            mechanism = kreq.body.mechanism
+        else:
+            answer = await self._token(kreq.body.auth_bytes)
+            body = sasl.authenticate_response(kreq.api_version, answer)
+            mechanism = s.mechanism or ""
+        await self.pending.put(kp.encode_response(kreq.correlation_id, body))
+        return self._after(answer, mechanism)
+
+    async def _raw_token(self, token: bytes) -> bool:
+        """A bare token after a SaslHandshake v0: answered with a bare frame; a failure closes
+        the connection without an answer (the v0 exchange has no way to say why)."""
+        answer = await self._token(token)
+        if not answer.close:
+            await self.pending.put(struct.pack(">i", len(answer.token)) + answer.token)
+        return self._after(answer, self.sasl.mechanism or "")
+
+    async def _token(self, token: bytes) -> sasl.Answer:
+        if self.sasl.mechanism == sasl.PLAIN:
+            # PLAIN hashes the password (PBKDF2): off the event loop
+            return await asyncio.to_thread(self.sasl.authenticate, bytes(token))
+        return self.sasl.authenticate(bytes(token))
+
+    def _after(self, answer: sasl.Answer, mechanism: str) -> bool:
+        l = self.l
+        if answer.principal is not None:
+            self.principal = answer.principal
+            l.count_authentication(mechanism, True)
+            log.debug("[%s] %s authenticated with %s from %s", l._name, answer.principal,
+                      mechanism, self.host)
+        if answer.close:
+            # a label the client cannot make up (metrics stay bounded)
+            l.count_authentication(mechanism if mechanism in sasl.SUPPORTED_MECHANISMS
+                                   else "other", False)
+            # who tried and why, never the password or the token
+            log.info("[%s] failed authentication with %s on %s (user %r, SASL mechanism %r): "
+                     "%s (%s)", l._name, self.host, l.advertised.name, answer.user, mechanism,
+                     answer.error_message, answer.reason or "refused")
+            return False
+        return True
+
     async def _handle(self, kreq: kp.KafkaRequest) -> bytes | None:
         l = self.l
         view = l.view(self.host)
         try:
+            if kreq.api_key in (kp.DESCRIBE_USER_SCRAM_CREDENTIALS, kp.ALTER_USER_SCRAM_CREDENTIALS) \
+                    and l.security.scram_admin is not None:
+                body = await l.security.scram_admin(kreq, self.principal, self.host)
+                return kp.encode_response(kreq.correlation_id, body)
             step = tr.plan(kreq, view)
             while isinstance(step, tr.Plan):
                 if len(step.calls) == 1:      # sent before this task first waits (see above)

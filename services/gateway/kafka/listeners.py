@@ -7,8 +7,10 @@
     listener.security.protocol.map=PLAINTEXT:PLAINTEXT   listener name -> security protocol
 
 As in Kafka, a listener's name is its security protocol unless the map says otherwise, names are
-unique, and an advertised listener must name a listener. Only PLAINTEXT is served in this phase:
-SSL, SASL_PLAINTEXT and SASL_SSL listeners are refused with a clear config error.
+unique, and an advertised listener must name a listener. Every security protocol is served:
+PLAINTEXT, SSL (TLS; with ssl.client.auth the principal is the client certificate's DN),
+SASL_PLAINTEXT and SASL_SSL (sasl.enabled.mechanisms: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN).
+`check_security` checks the SASL and SSL keys those listeners need.
 """
 from __future__ import annotations
 
@@ -17,7 +19,12 @@ from dataclasses import dataclass
 
 KAFKA_DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT",)
+SERVED_PROTOCOLS = SECURITY_PROTOCOLS
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+SSL_CLIENT_AUTH = ("none", "requested", "required")
+TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]*\]|[^:/\[\]]*):([0-9]+)$")
 
 
@@ -83,14 +90,10 @@ def parse_listeners(value: str, protocol_map: dict[str, str] | None, key: str = 
 def resolve(listeners: str, advertised_listeners: str, protocol_map: str, host_name: str
             ) -> tuple[tuple[Listener, ...], tuple[Listener, ...]]:
     """(listeners to bind, listeners to advertise) from the three configs; ListenerError when
-    they do not fit together or use a security protocol not served yet. An advertised listener
+    they do not fit together. An advertised listener
     with port 0 stays 0 here: the shell fills in the port it bound."""
     pmap = parse_protocol_map(protocol_map)
     bind = parse_listeners(listeners, pmap)
-    for li in bind:
-        if li.security_protocol not in SERVED_PROTOCOLS:
-            raise ListenerError(f"listeners: {li} uses {li.security_protocol}, which the Kafka "
-                                f"listener does not serve yet (only {', '.join(SERVED_PROTOCOLS)})")
     if advertised_listeners.strip():
         adv = parse_listeners(advertised_listeners, pmap, key="advertised.listeners",
                               allow_port_zero=False)
@@ -105,3 +108,53 @@ def resolve(listeners: str, advertised_listeners: str, protocol_map: str, host_n
     adv = tuple(Listener(li.name, li.host or host_name, li.port, li.security_protocol)
                 for li in adv)
     return bind, adv
+
+
+def check_mechanisms(value: str) -> tuple[str, ...]:
+    """`sasl.enabled.mechanisms` -> the mechanisms, in order (ListenerError for one not served:
+    GSSAPI and OAUTHBEARER are not)."""
+    out = tuple(dict.fromkeys(m.strip().upper() for m in value.split(",") if m.strip()))
+    for m in out:
+        if m not in SASL_MECHANISMS:
+            raise ListenerError(f"sasl.enabled.mechanisms: {m} is not served (only "
+                                f"{', '.join(SASL_MECHANISMS)})")
+    if not out:
+        raise ListenerError("sasl.enabled.mechanisms must name at least one mechanism")
+    return out
+
+
+def check_tls_versions(value: str) -> tuple[str, ...]:
+    """`ssl.enabled.protocols` -> the TLS versions (TLSv1.2, TLSv1.3)."""
+    out = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not out or any(v not in TLS_VERSIONS for v in out):
+        raise ListenerError(f"ssl.enabled.protocols={value!r}: expected some of "
+                            f"{', '.join(TLS_VERSIONS)}")
+    return out
+
+
+def check_security(bind: tuple[Listener, ...], *, sasl_enabled_mechanisms: str,
+                   ssl_keystore_type: str, ssl_keystore_location: str,
+                   ssl_truststore_type: str, ssl_truststore_location: str,
+                   ssl_client_auth: str, ssl_enabled_protocols: str) -> None:
+    """ListenerError when the listeners' security protocols lack the keys they need. Kafka's
+    names; keystores and truststores are PEM files (Kafka 2.7+'s ssl.keystore.type=PEM)."""
+    protos = {li.security_protocol for li in bind}
+    if protos & set(SASL_PROTOCOLS):
+        check_mechanisms(sasl_enabled_mechanisms)
+    if ssl_client_auth not in SSL_CLIENT_AUTH:
+        raise ListenerError(f"ssl.client.auth={ssl_client_auth!r}: expected one of "
+                            f"{', '.join(SSL_CLIENT_AUTH)}")
+    if not protos & set(TLS_PROTOCOLS):
+        return
+    check_tls_versions(ssl_enabled_protocols)
+    for key, value in (("ssl.keystore.type", ssl_keystore_type),
+                       ("ssl.truststore.type", ssl_truststore_type)):
+        if value.upper() != "PEM":
+            raise ListenerError(f"{key}={value}: only PEM files are read (a JKS or PKCS12 "
+                                "store converts with keytool/openssl)")
+    if not ssl_keystore_location.strip():
+        raise ListenerError("an SSL or SASL_SSL listener needs ssl.keystore.location (a PEM file "
+                            "with the private key and the certificate chain)")
+    if ssl_client_auth != "none" and not ssl_truststore_location.strip():
+        raise ListenerError(f"ssl.client.auth={ssl_client_auth} needs ssl.truststore.location "
+                            "(the CA certificates that sign client certificates, PEM)")

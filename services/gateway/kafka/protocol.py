@@ -45,6 +45,7 @@ LEAVE_GROUP = 13
 SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -52,7 +53,10 @@ INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 DESCRIBE_CONFIGS = 32
 CREATE_PARTITIONS = 37
+SASL_AUTHENTICATE = 36
 DELETE_GROUPS = 42
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
 
 API_NAMES = {
@@ -64,7 +68,10 @@ API_NAMES = {
     DELETE_TOPICS: "DeleteTopics", INIT_PRODUCER_ID: "InitProducerId",
     OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", DESCRIBE_CONFIGS: "DescribeConfigs",
     CREATE_PARTITIONS: "CreatePartitions", DELETE_GROUPS: "DeleteGroups",
-    DESCRIBE_CLUSTER: "DescribeCluster",
+    DESCRIBE_CLUSTER: "DescribeCluster", SASL_HANDSHAKE: "SaslHandshake",
+    SASL_AUTHENTICATE: "SaslAuthenticate",
+    DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
+    ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
 }
 
 # api key -> (lowest, highest) version served. Why each ceiling (the next version needs what
@@ -79,6 +86,10 @@ API_NAMES = {
 #   ListGroups 4 (v5: group types), FindCoordinator 6, CreateTopics 7, DeleteTopics 6,
 #   CreatePartitions 3, DescribeConfigs 4, DescribeCluster 1 (v2: fenced brokers),
 #   InitProducerId 5 (v6: KIP-939's two-phase commit), ApiVersions 4: the newest Kafka has.
+#   SaslHandshake 0-1 (v0: bare token frames follow, before KIP-152), SaslAuthenticate 0-2:
+#   every version (answered on the connection itself: listener.py with sasl.py).
+#   Describe/AlterUserScramCredentials 0 (KIP-554; the only version): answered by the gateway
+#   from its credentials and ACLs (scram_admin.py).
 SERVED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
     FETCH: (4, 12),
@@ -101,6 +112,10 @@ SERVED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CLUSTER: (0, 1),
+    SASL_HANDSHAKE: (0, 1),
+    SASL_AUTHENTICATE: (0, 2),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 # What ApiVersions lists, where it differs from SERVED (KAFKA-18659, see the module doc).
 ADVERTISED_MIN = {PRODUCE: 0}

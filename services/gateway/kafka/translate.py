@@ -1038,6 +1038,31 @@ def describe_configs(req: kp.KafkaRequest, view: ClusterView) -> Step:
     return Plan((Call(R.DESCRIBE_CONFIGS, body),), finish)
 
 
+# ---------------------------------------------------------------------------------------------
+# SaslHandshake, SaslAuthenticate: a SASL listener's connection answers them itself until it is
+# authenticated (listener.py, sasl.py); here is what comes after that, or on a listener without
+# SASL: ILLEGAL_SASL_STATE, as Kafka's KafkaApis answers (no re-authentication, KIP-368).
+
+def sasl_handshake(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    r = _Resp(kp.SASL_HANDSHAKE, req.api_version)
+    return Done(r.response(error_code=ErrorCode.illegal_sasl_state, mechanisms=()))
+
+
+def sasl_authenticate(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    r = _Resp(kp.SASL_AUTHENTICATE, req.api_version)
+    return Done(r.response(error_code=ErrorCode.illegal_sasl_state, auth_bytes=b"",
+                           error_message="SaslAuthenticate outside a SASL handshake"))
+
+
+def user_scram_credentials(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    """Describe/AlterUserScramCredentials are answered by the listener with the gateway's
+    credentials and ACLs (scram_admin.py); here only where none are wired: not authorized."""
+    from services.gateway.kafka import scram_admin as sa
+    if req.api_key == kp.DESCRIBE_USER_SCRAM_CREDENTIALS:
+        return Done(sa.describe(req.api_version, req.body, {}, authorized=False))
+    return Done(sa.alter_response(req.api_version, sa.plan_alter(req.body, {}, authorized=False)))
+
+
 _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.API_VERSIONS: api_versions,
     kp.METADATA: metadata,
@@ -1060,4 +1085,8 @@ _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.DELETE_TOPICS: delete_topics,
     kp.CREATE_PARTITIONS: create_partitions,
     kp.DESCRIBE_CONFIGS: describe_configs,
+    kp.SASL_HANDSHAKE: sasl_handshake,
+    kp.SASL_AUTHENTICATE: sasl_authenticate,
+    kp.DESCRIBE_USER_SCRAM_CREDENTIALS: user_scram_credentials,
+    kp.ALTER_USER_SCRAM_CREDENTIALS: user_scram_credentials,
 }

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from riverbed._proto.v1 import header_pb2
 from riverbed.wire.framing import frame_nbytes
 from services.common import rpc
-from services.common.acl import store
+from services.common.acl import scram, store
 from services.common.acl.authorizer import ANONYMOUS, Authorizer, Operation, ResourceType
 from services.common.acl.quotas import (
     CONSUMER_BYTE_RATE,
@@ -57,6 +57,9 @@ class Guard:
         self.fetch = ClientQuotas(CONSUMER_BYTE_RATE, window)
         self.request = ClientQuotas(REQUEST_PERCENTAGE, window)
         self._held_until: dict[tuple[str, str], float] = {}
+        # SCRAM credentials (user -> mechanism -> credential) of the Kafka listener's SASL
+        # users: the same /config/users znodes as the user quotas, so the same watch
+        self.scram: dict[str, dict[str, scram.ScramCredential]] = {}
         self._watches: list = []
         # metrics
         self.denied: dict[tuple[str, str], int] = {}       # (api, resource type) -> count
@@ -83,7 +86,13 @@ class Guard:
     def _set_quota_configs(self, snapshot: store.ConfigSnapshot) -> None:
         for q in (self.produce, self.fetch, self.request):
             q.set_configs(snapshot)
-        log.info("quota configs loaded: %d entities", len(snapshot))
+        self.scram = scram.credentials_of(snapshot)       # one reference swap, as for ACLs
+        log.info("quota configs loaded: %d entities, SCRAM credentials of %d users",
+                 len(snapshot), len(self.scram))
+
+    def scram_credential(self, user: str, mechanism: str) -> scram.ScramCredential | None:
+        """The Kafka listener's SASL credential lookup."""
+        return self.scram.get(user, {}).get(mechanism)
 
     # -- principals and decisions -------------------------------------------------------------
     def principal(self, req: rpc.Request) -> str:

@@ -71,6 +71,11 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
         assert p["curve.secret.key.file"] == f"/etc/riverbed/keys/private/{name}.key_secret"
         assert p["curve.trusted.keys.dir"] == "/etc/riverbed/keys/certificates"
         assert p["zookeeper.credentials.file"] == "/etc/riverbed/keys/zookeeper.credentials"
+    gw = by_name["gateway-1"]["properties"]       # SASL_SSL only unless told otherwise
+    assert gw["listeners"] == f"SASL_SSL://{by_name['gateway-1']['host']}:9093"
+    assert gw["ssl.keystore.location"] == "/etc/riverbed/keys/private/gateway-1.pem"
+    assert gw["ssl.truststore.location"] == "/etc/riverbed/keys/kafka-ca.pem"
+    assert gw["sasl.enabled.mechanisms"] == "SCRAM-SHA-256,SCRAM-SHA-512"
     st = by_name["storage-1"]      # rb2: riverbed_node_id 1, two XFS disks
     p = st["properties"]
     assert p["broker.id"] == "1" and p["host.name"] == "10.0.0.12"
@@ -84,6 +89,27 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
     assert by_name["group-coordinator-1"]["properties"]["offsets.topic.replication.factor"] == "3"
     text = rf.properties_text(st)
     assert "broker.id=1\n" in text and text.startswith("# storage-1 (storage_node)")
+
+
+def test_kafka_listeners_are_asked_for_and_their_tls_planned():
+    groups, hostvars, settings = _example()
+    gw = next(s for s in rf.all_services(groups["all"], hostvars, groups, settings)
+              if s["role"] == "gateway")
+    addr = gw["host"]
+    assert rf.kafka_tls_plan(groups["all"], hostvars, groups, settings) == {"gateway-1": [addr]}
+    assert rf.kafka_bootstrap(groups["all"], hostvars, groups, settings) == f"{addr}:9093"
+    both = {**settings, "kafka_listeners": ["SASL_SSL", "PLAINTEXT"]}
+    gw = next(s for s in rf.all_services(groups["all"], hostvars, groups, both)
+              if s["role"] == "gateway")
+    assert gw["properties"]["listeners"] == f"PLAINTEXT://{addr}:9094,SASL_SSL://{addr}:9093"
+    plain = {**settings, "kafka_listeners": ["PLAINTEXT"]}
+    gw = next(s for s in rf.all_services(groups["all"], hostvars, groups, plain)
+              if s["role"] == "gateway")
+    assert gw["properties"]["listeners"] == f"PLAINTEXT://{addr}:9094"
+    assert "ssl.keystore.location" not in gw["properties"]
+    assert rf.kafka_tls_plan(groups["all"], hostvars, groups, plain) == {}
+    with pytest.raises(rf.RiverbedInventoryError):
+        rf.all_services(groups["all"], hostvars, groups, {**settings, "kafka_listeners": ["SSL"]})
 
 
 def test_none_must_be_asked_for_and_writes_no_key_settings():
@@ -134,6 +160,17 @@ def test_host_key_bundle_is_its_own_share(tmp_path):
     assert not any("secret-key" in t for t in b["certificates"].values())
     assert set(b["files"]) == {"zookeeper.credentials", "tools.properties"}
     assert "operator.key_secret" in b["files"]["tools.properties"]
+    # a gateway host also gets its SASL_SSL listener's keystore and the CA certificate
+    FleetSecurity(keys, root=keys).ensure_kafka_tls(
+        rf.kafka_tls_plan(groups["all"], hostvars, groups, settings))
+    gw_host = groups["gateway"][0]
+    b = rf.host_key_bundle(gw_host, hostvars, groups, settings, str(keys), "operator")
+    assert "gateway-1.pem" in b["private"] and "PRIVATE KEY" in b["private"]["gateway-1.pem"]
+    assert "kafka-ca.pem" in b["files"] and "PRIVATE" not in b["files"]["kafka-ca.pem"]
+    none = rf.host_key_bundle(gw_host, hostvars, groups, {**settings, "security_protocol": "NONE"},
+                              str(keys), "operator")
+    assert none == {"certificates": {}, "private": {"gateway-1.pem": b["private"]["gateway-1.pem"]},
+                    "files": {"kafka-ca.pem": b["files"]["kafka-ca.pem"]}}
 
 
 ACLS_LISTED = """Current ACLs for resource `ResourcePattern(resourceType=Topic, name=*, patternType=LITERAL)`:

@@ -79,7 +79,11 @@ def test_configs_have_exactly_the_services_keys(tmp_path):
         "auto.create.topics.enable": "true", "delete.topic.enable": "true"}
     assert cfg["gateway-1"] == {
         "gateway.id": "1", "host.name": "127.0.0.1", "port": "20000", "metrics.port": "20200",
-        "listeners": "PLAINTEXT://127.0.0.1:20050",      # the Kafka listener: P + 49 + i
+        # the Kafka listeners: PLAINTEXT on P + 49 + i, SASL_SSL on P + 59 + i
+        "listeners": "PLAINTEXT://127.0.0.1:20050,SASL_SSL://127.0.0.1:20060",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(sec / "private" / "gateway-1.pem"),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(sec / "kafka-ca.pem"),
         "zookeeper.connect": "127.0.0.1:20001/riverbed", "zookeeper.session.timeout.ms": "6000"}
     f.write_configs()
     assert load_properties(tmp_path / "storage-2" / "storage-2.properties") == \
@@ -87,6 +91,38 @@ def test_configs_have_exactly_the_services_keys(tmp_path):
     none = Fleet(tmp_path / "plain", 20000, security_protocol="NONE").configs()
     assert none["gateway-1"]["security.protocol"] == "NONE"
     assert not any(k.startswith("curve.") for k in none["gateway-1"])
+    # the SASL_SSL listener either way
+    assert none["gateway-1"]["listeners"].endswith(",SASL_SSL://127.0.0.1:20060")
+
+
+def test_kafka_tls_and_client_conf(tmp_path):
+    from riverbed.tools import tls
+    f = Fleet(tmp_path, 20000, gateways=2)
+    names = f._kafka_tls_names()
+    assert names == {"gateway-1": ["127.0.0.1", "DNS:localhost"],
+                     "gateway-2": ["127.0.0.1", "DNS:localhost"]}
+    sec = f.security
+    assert sorted(sec.ensure_kafka_tls(names)) == ["kafka-ca.pem", "private/gateway-1.pem",
+                                                   "private/gateway-2.pem"]
+    assert sec.ensure_kafka_tls(names) == []                       # kept while valid
+    assert tls.certificate_sans(sec.kafka_keystore("gateway-1")) == ("DNS:localhost",
+                                                                     "IP:127.0.0.1")
+    assert sec.ensure_kafka_tls({"gateway-1": ["10.0.0.5"]}) == ["private/gateway-1.pem"]
+    assert f.kafka_sasl_ssl_bootstrap_servers == "127.0.0.1:20060,127.0.0.1:20061"
+    password = sec.kafka_client_password()
+    assert sec.write_kafka_client_conf(f.kafka_sasl_ssl_bootstrap_servers, password)
+    conf = dict(line.split("=", 1) for line in sec.kafka_client_conf.read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert conf == {"bootstrap.servers": "127.0.0.1:20060,127.0.0.1:20061",
+                    "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+                    "sasl.username": "kafka-client", "sasl.password": password,
+                    "ssl.ca.location": str(sec.tls_ca_file)}
+    assert sec.kafka_client_conf.stat().st_mode & 0o777 == 0o600
+    assert sec.kafka_client_password() == password                 # kept across `up`s
+    listeners = [p["kafka_listeners"] for p in f.status(with_zk=False)["processes"]
+                 if p["role"] == "gateway"]
+    assert listeners == [["PLAINTEXT://127.0.0.1:20050", "SASL_SSL://127.0.0.1:20060"],
+                         ["PLAINTEXT://127.0.0.1:20051", "SASL_SSL://127.0.0.1:20061"]]
 
 
 def test_replication_factor_follows_small_fleets(tmp_path):

@@ -176,7 +176,8 @@ def test_api_versions_lists_produce_from_v0_and_answers_unknown_versions_with_v0
     response, _ = run(tr.plan(req, VIEW), riverbed_answer)
     keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert keys[kp.PRODUCE] == (0, kp.SERVED[kp.PRODUCE][1])       # KAFKA-18659
-    assert keys[kp.FETCH] == kp.SERVED[kp.FETCH] and 17 not in keys   # no SASL yet
+    assert keys[kp.FETCH] == kp.SERVED[kp.FETCH]
+    assert keys[kp.SASL_HANDSHAKE] == (0, 1) and keys[kp.SASL_AUTHENTICATE] == (0, 2)
     frame = struct.pack(">hhih", kp.API_VERSIONS, 77, 9, 4) + b"test" + b"\xff" * 5
     req = kp.decode_request(frame)
     response, _ = run(tr.plan(req, VIEW), riverbed_answer)
@@ -186,7 +187,7 @@ def test_api_versions_lists_produce_from_v0_and_answers_unknown_versions_with_v0
 
 
 @pytest.mark.parametrize("api_key,version", [(kp.PRODUCE, 2), (kp.FETCH, 3), (kp.FETCH, 13),
-                                             (17, 1), (36, 0), (999, 0), (kp.METADATA, -1)])
+                                             (17, 2), (36, 3), (999, 0), (kp.METADATA, -1)])
 def test_apis_and_versions_not_served_are_refused(api_key, version):
     frame = struct.pack(">hhih", api_key, version, 5, -1) + b"\0" * 16
     with pytest.raises(kp.BadRequest) as e:
@@ -361,15 +362,30 @@ def test_listener_configs_are_kafkas():
     assert bind[0].security_protocol == "PLAINTEXT" and str(adv[0]) == "INTERNAL://lb.example:19092"
     for listeners, advertised, pmap in (
             ("PLAINTEXT://127.0.0.1", "", "PLAINTEXT:PLAINTEXT"),           # no port
-            ("SASL_SSL://:9093", "", "SASL_SSL:SASL_SSL"),                  # not served yet
             ("FOO://:9093", "", "PLAINTEXT:PLAINTEXT"),                     # unmapped name
             ("PLAINTEXT://:1,PLAINTEXT://:2", "", "PLAINTEXT:PLAINTEXT"),   # named twice
             ("PLAINTEXT://:1", "OTHER://h:2", "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT"),
             ("PLAINTEXT://:1", "", "PLAINTEXT:NOPE")):
         with pytest.raises(ListenerError):
             resolve(listeners, advertised, pmap, "h")
-    with pytest.raises(ConfigError, match="not serve yet"):
+    with pytest.raises(ConfigError, match="ssl.keystore.location"):
         GatewayConfig(gateway_id=1, listeners="SSL://:9093")
+    with pytest.raises(ConfigError, match="ssl.truststore.location"):
+        GatewayConfig(gateway_id=1, listeners="SSL://:9093", ssl_keystore_location="k.pem",
+                      ssl_client_auth="required")
+    with pytest.raises(ConfigError, match="PEM"):
+        GatewayConfig(gateway_id=1, listeners="SASL_SSL://:9093", ssl_keystore_location="k.jks",
+                      ssl_keystore_type="JKS")
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        GatewayConfig(gateway_id=1, listeners="SASL_PLAINTEXT://:9093",
+                      sasl_enabled_mechanisms="GSSAPI")
+    with pytest.raises(ConfigError, match="ssl.client.auth"):
+        GatewayConfig(gateway_id=1, ssl_client_auth="maybe")
+    cfg = GatewayConfig(gateway_id=1, listeners="SASL_SSL://:9093,SSL://:9094",
+                        ssl_keystore_location="k.pem", ssl_truststore_location="ca.pem",
+                        ssl_client_auth="required")
+    assert [li.security_protocol for li in cfg.kafka_listeners[0]] == ["SASL_SSL", "SSL"]
+    assert cfg.sasl_mechanisms == ("SCRAM-SHA-256", "SCRAM-SHA-512")
     with pytest.raises(ConfigError, match="connections.max.idle.ms"):
         GatewayConfig(gateway_id=1, connections_max_idle_ms=0)
     assert GatewayConfig(gateway_id=1).kafka_listeners == ((), ())
