@@ -144,6 +144,7 @@ class ShardHost:
         self._owned: dict[int, asyncio.Task] = {}    # shard -> its loader task
         self._loaded: set[int] = set()
         self._topic_ready = False
+        self._topic_wanted = asyncio.Event()
         self._refreshing: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -375,6 +376,9 @@ class ShardHost:
         while True:
             leader = self.leader_endpoint(shard)
             if leader is None:
+                if self.topic_exists(topic) is False:
+                    await self._wait_metadata(1.0)   # not created yet: the feed says when it is
+                    continue
                 self.refresh_metadata_soon()
                 await asyncio.sleep(LOAD_RETRY_S)
                 continue
@@ -611,6 +615,9 @@ class ShardHost:
                 await self._wait_metadata(1.0)
                 continue
             topic = self._topics.get(st.name)
+            if topic is None and st.create_on_demand and not self._topic_wanted.is_set():
+                await self._wait_topic_wanted(5.0)
+                continue
             if topic is not None:
                 if len(topic.partitions) != st.num_partitions:
                     self.log.error("%s has %d partitions but the role is configured for %d: "
@@ -684,6 +691,19 @@ class ShardHost:
                 await asyncio.sleep(LOAD_RETRY_S)
         assert last is not None
         raise last
+
+    def request_topic(self) -> None:
+        """A request needs the topic (ShardTopic.create_on_demand): create it if missing."""
+        if not self._topic_wanted.is_set():
+            self.log.info("%s is needed: creating it if missing", self.config.topic.name)
+            self._topic_wanted.set()
+
+    async def _wait_topic_wanted(self, timeout_s: float) -> None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._topic_wanted.wait()
+        except TimeoutError:
+            pass
 
     async def _wait_metadata(self, timeout_s: float) -> None:
         self._metadata_changed.clear()

@@ -29,6 +29,10 @@ class ShardTopic:
     commit_timeout_ms: int           # how long one acks=all write may take
     load_buffer_size: int            # bytes per FETCH while loading a shard
     min_insync_replicas: int | None = None
+    # Created only once a request needs it (ShardHost.request_topic), as Kafka creates
+    # __transaction_state on the first transactional request: a fleet that never uses
+    # transactions never has it.
+    create_on_demand: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

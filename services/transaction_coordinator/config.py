@@ -73,4 +73,5 @@ class TransactionCoordinatorConfig(ShardedServiceConfig):
                           self.transaction_state_log_segment_bytes,
                           self.transaction_state_log_commit_timeout_ms,
                           self.transaction_state_log_load_buffer_size,
-                          min_insync_replicas=self.transaction_state_log_min_isr)
+                          min_insync_replicas=self.transaction_state_log_min_isr,
+                          create_on_demand=True)

@@ -310,12 +310,29 @@ class GroupRouter:
         timeout = self._timeout(req)
         shard = await self._shard(body.transactional_id, timeout // 2, TRANSACTION_STATE_TOPIC)
         if shard is None:
-            return rpc.Reply(txn_routing.error_body(req.api, body, E.COORDINATOR_NOT_AVAILABLE,
-                                                    f"{TRANSACTION_STATE_TOPIC} does not exist yet"))
+            return rpc.Reply(await self._without_txn_topic(req, body, timeout))
         result = await self._call_owner(TRANSACTION_COORDINATOR, shard, req, body, timeout)
         if isinstance(result, tuple):
             return rpc.Reply(txn_routing.error_body(req.api, body, *result))
         return rpc.Reply(result)
+
+    async def _without_txn_topic(self, req: rpc.Request, body, timeout_ms: int):
+        """__transaction_state does not exist yet: a transaction coordinator creates it on the
+        first transactional request (Kafka's rule), so the request goes to any live one, which
+        answers COORDINATOR_NOT_AVAILABLE (retriable) while it does."""
+        if not self._txn_coordinators:
+            self._txn_coordinators = await asyncio.to_thread(self._read_ids,
+                                                             znodes.TRANSACTION_COORDINATORS)
+        for endpoint in sorted(set(self._txn_coordinators.values()))[:1]:
+            try:
+                resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
+                                     body, timeout_ms, req.header.api_version)
+                return resp.body
+            except errors.KafkaError as e:
+                self.gw.log.debug("transaction coordinator at %s: %s", endpoint, e)
+        return txn_routing.error_body(req.api, body, E.COORDINATOR_NOT_AVAILABLE,
+                                      f"{TRANSACTION_STATE_TOPIC} does not exist yet and no "
+                                      "transaction coordinator is live")
 
     async def _txn_offset_commit(self, req: rpc.Request) -> rpc.Reply:
         body = req.body

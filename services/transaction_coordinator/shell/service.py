@@ -61,6 +61,11 @@ class TransactionCoordinatorService(ShardedService):
         self.marker_retries = 0         # partitions retried after a retriable answer
 
     async def _request(self, req: rpc.Request) -> rpc.Reply:
+        if self.host.topic_exists(self.host.config.topic.name) is not True:
+            # __transaction_state is created on the first transactional request (Kafka's
+            # rule); until it exists and is loaded the client hears a retriable error.
+            self.host.request_topic()
+            return rpc.Reply(_not_available(req.api, req.body))
         return await self._call(lambda rid: RequestReceived(rid, req.body))
 
     # -- effects beyond the shared ones ---------------------------------------------------
@@ -198,3 +203,30 @@ class TransactionCoordinatorService(ShardedService):
     # -- ShardListener --------------------------------------------------------------------
     def topics_changed(self, partition_counts: Mapping[str, int]) -> None:
         self._perform(self.core.handle(TopicMetadataChanged(dict(partition_counts)), now_ms()))
+
+
+def _not_available(api: int, body):
+    msg = "__transaction_state is being created"
+    code = E.COORDINATOR_NOT_AVAILABLE
+    if api == ApiKey.INIT_PRODUCER_ID:
+        return producer_id_pb2.InitProducerIdResponse(error_code=code, error_message=msg,
+                                                      producer_id=-1, producer_epoch=-1)
+    if api == ApiKey.ADD_PARTITIONS_TO_TXN:
+        resp = tx.AddPartitionsToTxnResponse()
+        for t in body.topics:
+            tr = resp.results.add(name=t.name)
+            for p in t.partitions:
+                tr.results.add(partition_index=p, error_code=code, error_message=msg)
+        return resp
+    if api == ApiKey.DESCRIBE_TRANSACTIONS:
+        resp = tx.DescribeTransactionsResponse()
+        for tid in body.transactional_ids:
+            resp.transaction_states.add(transactional_id=tid, error_code=code, error_message=msg,
+                                        producer_id=-1, producer_epoch=-1,
+                                        transaction_start_time_ms=-1)
+        return resp
+    resp = {ApiKey.ADD_OFFSETS_TO_TXN: tx.AddOffsetsToTxnResponse,
+            ApiKey.END_TXN: tx.EndTxnResponse,
+            ApiKey.LIST_TRANSACTIONS: tx.ListTransactionsResponse}[api]()
+    resp.error_code, resp.error_message = code, msg
+    return resp
