@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2, producer_id_pb2, transaction_pb2 as tx
-from services.common import rpc, znodes
+from services.common import failpoints, rpc, znodes
 from services.common.sharded_service import ShardedService, now_ms
 from services.common.telemetry import Telemetry
 from services.transaction_coordinator.config import TransactionCoordinatorConfig
@@ -101,6 +101,11 @@ class TransactionCoordinatorService(ShardedService):
 
     async def _send_markers(self, eff: SendMarkers) -> None:
         """Write one transaction's markers to all its partitions (see the module doc)."""
+        if failpoints.action("transaction_coordinator.before_markers") == "hang":
+            # tests: the decision is durable, the markers never leave (the test kills us here)
+            log.warning("[txn=%s] failpoint transaction_coordinator.before_markers: hanging",
+                        eff.transactional_id)
+            await asyncio.Event().wait()
         backoff_s = self.tc_config.transaction_marker_retry_backoff_ms / 1000.0
         timeout_ms = self.config.request_timeout_ms
         remaining = set(eff.partitions)
