@@ -431,3 +431,50 @@ def test_send_offsets_to_transaction_commits_only_with_the_transaction(bootstrap
             assert poll_until(lambda: c.committed(tp) == 9, "the committed offset") is True
     finally:
         p.close()
+
+
+def test_asyncio_clients_transactions(bootstrap):
+    """riverbed.aio: the same transactional producer and read_committed consumer on a loop."""
+    import asyncio
+
+    from riverbed.aio import Consumer as AioConsumer
+    from riverbed.aio import Producer as AioProducer
+
+    topic = "txn-aio"
+    create_topic(bootstrap, topic, 2)
+
+    async def run():
+        p = AioProducer(bootstrap, transactional_id="aio-1")
+        await p.start()
+        try:
+            await p.init_transactions(timeout=60)
+            async with p.transaction():
+                for i in range(4):
+                    await p.send(topic, b"aio:%d" % i, partition=i % 2)
+            with pytest.raises(RuntimeError):
+                async with p.transaction():
+                    await p.send(topic, b"aborted:0", partition=0)
+                    raise RuntimeError("the block failed")
+            assert p.transaction_state == "READY"
+            await p.begin_transaction()
+            await p.send(topic, b"aio:4", partition=1)
+            await p.commit_transaction(timeout=60)
+        finally:
+            await p.stop()
+        c = AioConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                        auto_offset_reset="earliest")
+        await c.start()
+        try:
+            c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            got: set[bytes] = set()
+            deadline = time.monotonic() + 30
+            while len(got) < 5 and time.monotonic() < deadline:
+                batch = await c.getmany(timeout_ms=500)
+                got |= {r.value for recs in batch.values() for r in recs}
+            return got
+        finally:
+            await c.stop()
+
+    got = asyncio.run(run())
+    assert got == {b"aio:%d" % i for i in range(5)}
+    check_read_back(bootstrap, topic, 2, {b"aio:%d" % i for i in range(5)}, {b"aborted:0"})
