@@ -274,9 +274,15 @@ class GroupRouter:
         return rpc.Reply(merge_described(list(req.body.groups), answers))
 
     async def _list_groups(self, req: rpc.Request) -> rpc.Reply:
-        timeout = self._timeout(req)
         if not self._coordinators:
             self._coordinators = await asyncio.to_thread(self._read_ids)
+        answers = await self._ask_every(req, self._coordinators, "group coordinator")
+        return rpc.Reply(authz.filter_listed(merge_listed(answers), self.gw.guard.may(req)))
+
+    async def _ask_every(self, req: rpc.Request, instances: dict[int, str], what: str) -> list:
+        """The request at every live instance: each one's response body, or (code, message)
+        for one that did not answer."""
+        timeout = self._timeout(req)
 
         async def one(endpoint: str):
             try:
@@ -284,10 +290,9 @@ class GroupRouter:
                                      req.body, timeout)
                 return resp.body
             except errors.KafkaError as e:
-                return E.COORDINATOR_NOT_AVAILABLE, f"group coordinator at {endpoint}: {e}"
+                return E.COORDINATOR_NOT_AVAILABLE, f"{what} at {endpoint}: {e}"
 
-        answers = await asyncio.gather(*(one(ep) for ep in sorted(set(self._coordinators.values()))))
-        return rpc.Reply(authz.filter_listed(merge_listed(answers), self.gw.guard.may(req)))
+        return list(await asyncio.gather(*(one(ep) for ep in sorted(set(instances.values())))))
 
     # -- transactions -----------------------------------------------------------------------
     async def init_transactional(self, req: rpc.Request) -> rpc.Reply:
@@ -390,22 +395,11 @@ class GroupRouter:
         return rpc.Reply(txn_routing.merge_described(ids, answers))
 
     async def _list_transactions(self, req: rpc.Request) -> rpc.Reply:
-        timeout = self._timeout(req)
         if not self._txn_coordinators:
             self._txn_coordinators = await asyncio.to_thread(self._read_ids,
                                                              znodes.TRANSACTION_COORDINATORS)
-
-        async def one(endpoint: str):
-            try:
-                resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
-                                     req.body, timeout)
-                return resp.body
-            except errors.KafkaError as e:
-                return E.COORDINATOR_NOT_AVAILABLE, f"transaction coordinator at {endpoint}: {e}"
-
-        answers = await asyncio.gather(*(one(ep) for ep in
-                                         sorted(set(self._txn_coordinators.values()))))
-        return rpc.Reply(txn_routing.merge_listed(list(answers), self.gw.guard.may(req)))
+        answers = await self._ask_every(req, self._txn_coordinators, "transaction coordinator")
+        return rpc.Reply(txn_routing.merge_listed(answers, self.gw.guard.may(req)))
 
     async def _find_coordinator(self, req: rpc.Request) -> rpc.Reply:
         body = req.body

@@ -283,7 +283,8 @@ class OffsetManagerCore:
         else:
             raise TypeError(f"not an offset request: {type(b).__name__}")
 
-    def _membership_error(self, req: offset_pb2.OffsetCommitRequest) -> tuple[int, str] | None:
+    def _membership_error(self, req) -> tuple[int, str] | None:
+        """`req`: an OffsetCommitRequest or TxnOffsetCommitRequest (group id, generation, member)."""
         m = self.groups.get(req.group_id)
         active = m is not None and bool(m.member_ids)
         if not active:
@@ -307,72 +308,50 @@ class OffsetManagerCore:
 
     def _commit(self, rid: int, req: offset_pb2.OffsetCommitRequest, now_ms: int, out: list[Effect]) -> None:
         resp = offset_pb2.OffsetCommitResponse()
-        slots = []
-        for t in req.topics:
-            tr = resp.topics.add(name=t.name)
-            for p in t.partitions:
-                slots.append((t.name, p, tr.partitions.add(partition_index=p.partition_index)))
-        err = self._shard_error(req.group_id) or self._membership_error(req)
-        if err:
-            resp.error_code, resp.error_message = err
-            for _, _, s in slots:
-                s.error_code, s.error_message = err
-            out.append(Reply(rid, resp))
-            return
-        shard = self._shard_of(req.group_id)
-        pw = _PendingWrite(shard, (), rid, "commit", resp)
-        records = []
         expire = now_ms + req.retention_time_ms if req.retention_time_ms > 0 else None
-        for topic, p, s in slots:
-            if len(p.committed_metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                s.error_code = E.OFFSET_METADATA_TOO_LARGE
-                s.error_message = f"metadata over offset.metadata.max.bytes={self.config.offset_metadata_max_bytes}"
-                continue
-            value = ot.OffsetCommitValue(p.committed_offset, p.committed_metadata, now_ms,
-                                         p.committed_leader_epoch if p.committed_leader_epoch else -1, expire)
-            key = ot.OffsetCommitKey(req.group_id, topic, p.partition_index)
-            records.append((ot.encode_key(key), ot.encode_offset_value(value)))
-            pw.slots.append(s)
-            pw.keys.append((req.group_id, (topic, p.partition_index)))
-        if not records:
-            out.append(Reply(rid, resp))
-            return
-        pw.records = tuple(records)
-        self._append(pw, out)
+        self._write_offsets(rid, req, resp, "commit", now_ms, expire, out)
 
     def _txn_commit(self, rid: int, req: transaction_pb2.TxnOffsetCommitRequest, now_ms: int,
                     out: list[Effect]) -> None:
         """TXN_OFFSET_COMMIT: the offsets as a transactional batch of the producer; pending
         once written (see the module doc)."""
-        resp = transaction_pb2.TxnOffsetCommitResponse()
+        self._write_offsets(rid, req, transaction_pb2.TxnOffsetCommitResponse(), "txn_commit",
+                            now_ms, None, out)
+
+    def _write_offsets(self, rid: int, req, resp, kind: str, now_ms: int, expire: int | None,
+                       out: list[Effect]) -> None:
+        """OFFSET_COMMIT and TXN_OFFSET_COMMIT: the checks, then one write of the offset records
+        (a transactional batch of the producer for a TXN_OFFSET_COMMIT); answered after it."""
         slots = []
         for t in req.topics:
             tr = resp.topics.add(name=t.name)
             for p in t.partitions:
                 slots.append((t.name, p, tr.partitions.add(partition_index=p.partition_index)))
+        transactional = kind == "txn_commit"
         err = self._shard_error(req.group_id)
-        if err is None and (req.generation_id >= 0 or req.member_id):
-            err = self._membership_error(offset_pb2.OffsetCommitRequest(
-                group_id=req.group_id, generation_id=req.generation_id, member_id=req.member_id))
-        if err is None and (req.producer_id < 0 or not 0 <= req.producer_epoch <= 32767):
+        if err is None and (not transactional or req.generation_id >= 0 or req.member_id):
+            err = self._membership_error(req)
+        if err is None and transactional and (req.producer_id < 0 or
+                                              not 0 <= req.producer_epoch <= 32767):
             err = (E.INVALID_REQUEST, "a transactional commit needs a producer id and epoch")
         if err:
+            if not transactional:
+                resp.error_code, resp.error_message = err
             for _, _, s in slots:
                 s.error_code, s.error_message = err
             out.append(Reply(rid, resp))
             return
-        shard = self._shard_of(req.group_id)
-        pw = _PendingWrite(shard, (), rid, "txn_commit", resp)
+        pw = _PendingWrite(self._shard_of(req.group_id), (), rid, kind, resp)
         records = []
+        limit = self.config.offset_metadata_max_bytes
         for topic, p, s in slots:
-            if len(p.committed_metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+            if len(p.committed_metadata.encode("utf-8")) > limit:
                 s.error_code = E.OFFSET_METADATA_TOO_LARGE
-                s.error_message = "metadata over offset.metadata.max.bytes=" \
-                    f"{self.config.offset_metadata_max_bytes}"
+                s.error_message = f"metadata over offset.metadata.max.bytes={limit}"
                 continue
             value = ot.OffsetCommitValue(p.committed_offset, p.committed_metadata, now_ms,
                                          p.committed_leader_epoch if p.committed_leader_epoch
-                                         else -1, None)
+                                         else -1, expire)
             key = ot.OffsetCommitKey(req.group_id, topic, p.partition_index)
             records.append((ot.encode_key(key), ot.encode_offset_value(value)))
             pw.slots.append(s)
@@ -381,7 +360,8 @@ class OffsetManagerCore:
             out.append(Reply(rid, resp))
             return
         pw.records = tuple(records)
-        pw.producer = (req.producer_id, req.producer_epoch)
+        if transactional:
+            pw.producer = (req.producer_id, req.producer_epoch)
         self._append(pw, out)
 
     def _fetch(self, req: offset_pb2.OffsetFetchRequest) -> offset_pb2.OffsetFetchResponse:

@@ -192,30 +192,14 @@ def iter_batch_headers(plog, from_offset: int) -> Iterator[BatchHeader]:
 
     Uses only PartitionLog's public segment view; call it from the partition's writer (startup,
     truncation) so the segments do not change under it."""
-    end = plog.log_end_offset
-    segments = plog.segments
-    for i, seg in enumerate(segments):
-        if i + 1 < len(segments) and segments[i + 1].base_offset <= from_offset:
-            continue
-        if not seg.acquire():
-            continue
-        try:
-            limit = seg.size
-            found = seg.find_batch(from_offset, limit)
-            if found is None:
-                continue
-            for _pos, h in seg.headers_from(found[0], limit):
-                if h.base_offset >= end:
-                    return
-                yield h
-        finally:
-            seg.release()
+    for h, _ in iter_batches_with_controls(plog, from_offset, decode_controls=False):
+        yield h
 
 
-def iter_batches_with_controls(plog, from_offset: int) -> Iterator[tuple[BatchHeader,
-                                                                        ControlRecord | None]]:
-    """`iter_batch_headers`, each with its transaction marker decoded (None for a data batch or
-    an undecodable control record, logged)."""
+def iter_batches_with_controls(plog, from_offset: int, *, decode_controls: bool = True
+                               ) -> Iterator[tuple[BatchHeader, ControlRecord | None]]:
+    """`iter_batch_headers`, each with its transaction marker decoded (None for a data batch,
+    an undecodable control record (logged), or without `decode_controls`)."""
     end = plog.log_end_offset
     segments = plog.segments
     for i, seg in enumerate(segments):
@@ -232,7 +216,7 @@ def iter_batches_with_controls(plog, from_offset: int) -> Iterator[tuple[BatchHe
                 if h.base_offset >= end:
                     return
                 control = None
-                if h.is_control and h.producer_id >= 0:
+                if decode_controls and h.is_control and h.producer_id >= 0:
                     control = _control_of(seg.pread(h.size, pos), plog, h)
                 yield h, control
         finally:

@@ -446,19 +446,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
             return None
         if body.acks == -1 and required:
             timeout = body.timeout_ms or req.header.timeout_ms or self.cfg.request_timeout_ms
-            op_id = next(self._ids)
-            hws = {tp: self.core.get(tp).high_watermark for tp in required}
-            op = self.produce_purgatory.add(op_id, required, now_ms() + timeout, hws)
-            if op is not None:
-                fut = self._loop.create_future()
-                self._produce_futs[op_id] = fut
-                self._tick_wake.set()
-                try:
-                    with remote_wait(), _followers_span(len(required), body.acks):
-                        codes = await fut
-                finally:
-                    self._produce_futs.pop(op_id, None)
-                    self.produce_purgatory.cancel(op_id)
+            codes = await self._await_replicated(
+                required, timeout, span=lambda: _followers_span(len(required), body.acks))
+            if codes:
                 for tp, code in codes.items():
                     if code != NONE:
                         results[tp][0] = code
@@ -472,6 +462,27 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                                   base_offset=base, log_append_time_ms=-1,
                                   log_start_offset=start)
         return Reply(resp)
+
+    async def _await_replicated(self, required: dict, timeout_ms: int,
+                                span=None) -> dict | None:
+        """acks=all: wait (in the produce purgatory) until each partition's high watermark
+        reaches its required offset, leadership is lost, or `timeout_ms`; the code per
+        partition, or None when every one was there already. `span`: a context manager
+        factory around the wait (the request's "await followers" span)."""
+        op_id = next(self._ids)
+        hws = {tp: self.core.get(tp).high_watermark for tp in required}
+        op = self.produce_purgatory.add(op_id, required, now_ms() + timeout_ms, hws)
+        if op is None:
+            return None
+        fut = self._loop.create_future()
+        self._produce_futs[op_id] = fut
+        self._tick_wake.set()
+        try:
+            with remote_wait(), (span() if span is not None else contextlib.nullcontext()):
+                return await fut
+        finally:
+            self._produce_futs.pop(op_id, None)
+            self.produce_purgatory.cancel(op_id)
 
     # =========================================================================================
     # FETCH
@@ -542,20 +553,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                         required[tp] = max(required.get(tp, 0), offset + 1)
                         waiting.setdefault(tp, []).append(key)
         if required:
-            timeout = req.header.timeout_ms or self.cfg.request_timeout_ms
-            op_id = next(self._ids)
-            hws = {tp: self.core.get(tp).high_watermark for tp in required}
-            op = self.produce_purgatory.add(op_id, required, now_ms() + timeout, hws)
-            if op is not None:
-                fut = self._loop.create_future()
-                self._produce_futs[op_id] = fut
-                self._tick_wake.set()
-                try:
-                    with remote_wait():
-                        codes = await fut
-                finally:
-                    self._produce_futs.pop(op_id, None)
-                    self.produce_purgatory.cancel(op_id)
+            codes = await self._await_replicated(
+                required, req.header.timeout_ms or self.cfg.request_timeout_ms)
+            if codes:
                 for tp, code in codes.items():
                     for key in waiting.get(tp, ()):
                         if code != NONE:

@@ -28,6 +28,7 @@ from riverbed._proto.v1 import header_pb2, producer_id_pb2, transaction_pb2 as t
 from services.common import failpoints, rpc, znodes
 from services.common.sharded_service import ShardedService, now_ms
 from services.common.telemetry import Telemetry
+from services.common.txn_errors import error_response
 from services.transaction_coordinator.config import TransactionCoordinatorConfig
 from services.transaction_coordinator.core.coordinator import TransactionCoordinatorCore
 from services.transaction_coordinator.core.effects import AllocateProducerId, SendMarkers
@@ -211,27 +212,5 @@ class TransactionCoordinatorService(ShardedService):
 
 
 def _not_available(api: int, body):
-    msg = "__transaction_state is being created"
-    code = E.COORDINATOR_NOT_AVAILABLE
-    if api == ApiKey.INIT_PRODUCER_ID:
-        return producer_id_pb2.InitProducerIdResponse(error_code=code, error_message=msg,
-                                                      producer_id=-1, producer_epoch=-1)
-    if api == ApiKey.ADD_PARTITIONS_TO_TXN:
-        resp = tx.AddPartitionsToTxnResponse()
-        for t in body.topics:
-            tr = resp.results.add(name=t.name)
-            for p in t.partitions:
-                tr.results.add(partition_index=p, error_code=code, error_message=msg)
-        return resp
-    if api == ApiKey.DESCRIBE_TRANSACTIONS:
-        resp = tx.DescribeTransactionsResponse()
-        for tid in body.transactional_ids:
-            resp.transaction_states.add(transactional_id=tid, error_code=code, error_message=msg,
-                                        producer_id=-1, producer_epoch=-1,
-                                        transaction_start_time_ms=-1)
-        return resp
-    resp = {ApiKey.ADD_OFFSETS_TO_TXN: tx.AddOffsetsToTxnResponse,
-            ApiKey.END_TXN: tx.EndTxnResponse,
-            ApiKey.LIST_TRANSACTIONS: tx.ListTransactionsResponse}[api]()
-    resp.error_code, resp.error_message = code, msg
-    return resp
+    return error_response(api, body, E.COORDINATOR_NOT_AVAILABLE,
+                          "__transaction_state is being created")
