@@ -36,6 +36,8 @@ from riverbed.consumer import Consumer
 from riverbed.coordinator.transaction_log import partition_for
 from riverbed.producer import Producer
 from riverbed.structs import NewTopic, OffsetAndMetadata, TopicPartition
+from services.common import zk as zkmod
+from services.common import znodes
 
 pytestmark = pytest.mark.integration
 
@@ -372,11 +374,23 @@ def _txn_id_owned_by(index: int, live: int = 2) -> str:
     raise AssertionError("no such id")
 
 
+def _shard_owner(fleet, shard: int) -> int | None:
+    client = zkmod.connect(fleet.zk_connect, timeout_s=10, auth=fleet.zk_auth)
+    try:
+        path = znodes.shard_owner_path(znodes.TRANSACTION_COORDINATORS, shard)
+        return znodes.decode_shard_owner(shard, client.get(path)[0]).owner_id
+    except Exception:  # noqa: BLE001 - no owner right now
+        return None
+    finally:
+        zkmod.close(client)
+
+
 def test_coordinator_killed_mid_commit_its_successor_completes_it(bootstrap, fleet):
     topic = "txn-midcommit"
     create_topic(bootstrap, topic, 2)
     victim = "transaction-coordinator-2"
     tid = _txn_id_owned_by(2)
+    shard = partition_for(tid, TXN_SHARDS)
     # restart the victim with a failpoint: it writes PrepareCommit, answers the producer, and
     # never sends the markers
     fleet.stop(victim)
@@ -385,6 +399,7 @@ def test_coordinator_killed_mid_commit_its_successor_completes_it(bootstrap, fle
         fleet.start(victim)
     finally:
         del os.environ["RIVERBED_FAILPOINTS"]
+    poll_until(lambda: _shard_owner(fleet, shard) == 2, "the victim to own the id's shard")
     p = Producer(bootstrap, transactional_id=tid)
     try:
         with Admin(bootstrap) as admin:
@@ -406,6 +421,7 @@ def test_coordinator_killed_mid_commit_its_successor_completes_it(bootstrap, fle
         p.commit_transaction(timeout=60)
     finally:
         p.close()
+        fleet.stop(victim, kill=True)        # never leave it running with the failpoint
         fleet.start(victim)
     check_read_back(bootstrap, topic, 2, {b"mid:%d" % i for i in range(7)}, set())
 
