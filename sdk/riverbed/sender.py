@@ -267,6 +267,7 @@ class Sender:
                 if txn.new_partitions - txn.partitions and not txn.adding:
                     waits.append(txn.add_retry_at_ms)
             return max(min(waits) - now, 0) if waits else None
+        chan = self.conn._channel
         try:
             body = self.conn.call(req.api, req.body, timeout_ms=self.request_timeout_ms,
                                   api_version=req.api_version).body
@@ -275,6 +276,11 @@ class Sender:
             body, failure = None, e
             if isinstance(e, errors.RequestTimedOutError):
                 self._metadata_wanted = True
+        if self.conn._channel is not chan:
+            # the call moved to another gateway: what was in flight on the old one is lost
+            self._metadata_wanted = True
+            self._fail_in_flight_retriable(_NETWORK_EXCEPTION, "gateway lost during a "
+                                           "transactional request")
         with cond:
             txn.handle_answer(req, body, _now_ms(), self.retry_backoff_ms, failure)
             cond.notify_all()

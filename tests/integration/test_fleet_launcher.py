@@ -179,7 +179,7 @@ def test_fleet_lifecycle(tmp_path):
                role_modules=FAKES) as again:
         again.up()
         assert [p["topic"] for p in again.status()["partitions"]] == ["orders", "orders"]
-        assert len(again.status()["processes"]) == 6
+        assert len(again.status()["processes"]) == 7
     assert not processes_mentioning(str(tmp_path))
 
 
