@@ -494,3 +494,47 @@ def test_asyncio_clients_transactions(bootstrap):
     got = asyncio.run(run())
     assert got == {b"aio:%d" % i for i in range(5)}
     check_read_back(bootstrap, topic, 2, {b"aio:%d" % i for i in range(5)}, {b"aborted:0"})
+
+
+def test_read_process_write_survives_an_output_leader_sigkill_too(bootstrap, fleet):
+    """As above, and the storage node leading an output partition is SIGKILLed at the same
+    moment: the markers go to the new leader, the followers' producer state and aborted index
+    (built from the replicated markers) serve read_committed readers, and the node comes back."""
+    src, dst, group, tid = "rpw2-in", "rpw2-out", "rpw2-group", "rpw2-worker"
+    create_topic(bootstrap, src, 3)
+    create_topic(bootstrap, dst, 3)
+    n = 450
+    inputs = [b"in:%d" % i for i in range(n)]
+    with Producer(bootstrap, acks="all") as p:
+        for i, v in enumerate(inputs):
+            p.send(src, v, key=b"k%d" % i, partition=i % 3)
+    with Admin(bootstrap) as admin:
+        (desc,) = admin.describe_topics([dst])
+    leader = next(p.leader for p in desc.partitions if p.partition == 0)
+    node = f"storage-{leader}"
+    args = (src, dst, group, tid, "--per-transaction", "15", "--sleep-ms", "30")
+    first = Worker(bootstrap, *args)
+    second = None
+    try:
+        poll_until(lambda: first.committed() >= n // 4, "the first worker's commits")
+        fleet.stop(node, kill=True)
+        first.stop(sig=9)
+        fleet.start(node)
+        second = Worker(bootstrap, *args)
+
+        def all_out():
+            got = read_all(bootstrap, dst, 3, idle_ms=500)
+            return sum(len(r) for r in got.values()) >= n
+
+        poll_until(all_out, "the output of every input record", timeout_s=240)
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()
+        if not fleet.is_up(node):
+            fleet.start(node)
+    got = read_all(bootstrap, dst, 3)
+    values = [v for recs in got.values() for _, _, v in recs]
+    dupes = [v for v, c in collections.Counter(values).items() if c > 1]
+    assert dupes == [], f"{len(dupes)} output records twice, e.g. {dupes[:5]}"
+    assert set(values) == {b"out:" + v for v in inputs}

@@ -81,7 +81,15 @@ def main(argv=None) -> int:
                 if getattr(e, "fatal", False):
                     print(f"FATAL {e!r}", flush=True)
                     return 4
-                producer.abort_transaction(timeout=60)
+                while True:             # a leader or the coordinator may be moving: retry
+                    try:
+                        producer.abort_transaction(timeout=60)
+                        break
+                    except errors.KafkaTimeoutError:
+                        continue
+                    except errors.ProducerFencedError:
+                        print("FENCED", flush=True)
+                        return 3
                 print(f"ABORTED {type(e).__name__}", flush=True)
                 # the group may have moved on: start again from the committed offsets
                 for tp in consumer.assignment():
