@@ -260,10 +260,11 @@ class Sender:
             if req is not None and not tps and txn.end_waits_for_batches(req):
                 incomplete = req
         if incomplete is not None and self.acc.incomplete():
-            return None          # EndTxn after the transaction's last batch (an answer wakes us)
+            req = None           # EndTxn after the transaction's last batch (an answer wakes us)
         if req is None:
             with cond:
-                waits = [r.next_attempt_ms for r in txn.requests if not r.done]
+                waits = [r.next_attempt_ms for r in txn.requests
+                         if not r.done and r is not incomplete]
                 if txn.new_partitions - txn.partitions and not txn.adding:
                     waits.append(txn.add_retry_at_ms)
             return max(min(waits) - now, 0) if waits else None

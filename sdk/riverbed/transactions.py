@@ -56,6 +56,10 @@ ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
 
 FATAL, ABORTABLE, RETRIABLE = "fatal", "abortable", "retriable"
+# Kafka's ADD_PARTITIONS_RETRY_BACKOFF_MS: the first AddPartitionsToTxn of a transaction usually
+# meets the previous one's markers still being written (CONCURRENT_TRANSACTIONS); it is retried
+# sooner than retry.backoff.ms.
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20
 
 _RETRIABLE = frozenset({E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR,
                         E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS,
@@ -473,6 +477,7 @@ class TransactionManager:
         error is retried (the partitions stay to add); the worst other error (fatal over
         abortable; OPERATION_NOT_ATTEMPTED only names the innocent ones) ends it."""
         retry = False
+        concurrent_only = True
         failed: BaseException | None = None
         kind = ABORTABLE
         for t in body.results:
@@ -487,6 +492,7 @@ class TransactionManager:
                 k = classify(code)
                 if k == RETRIABLE:
                     retry = True
+                    concurrent_only &= code == E.CONCURRENT_TRANSACTIONS
                 elif code != E.OPERATION_NOT_ATTEMPTED and (failed is None or
                                                              (k == FATAL and kind != FATAL)):
                     failed = error_for(code, p.error_message, topic=t.name,
@@ -500,7 +506,10 @@ class TransactionManager:
                 self.abortable(failed)
             return
         if retry:
-            self.add_retry_at_ms = now_ms + retry_backoff_ms
+            backoff = retry_backoff_ms
+            if concurrent_only and not self.transaction_started:
+                backoff = min(backoff, ADD_PARTITIONS_RETRY_BACKOFF_MS)
+            self.add_retry_at_ms = now_ms + backoff
 
     def batch_failed(self, err: BaseException) -> None:
         """A record batch of the transaction failed for good: the transaction must be aborted

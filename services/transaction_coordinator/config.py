@@ -38,6 +38,14 @@ class TransactionCoordinatorConfig(ShardedServiceConfig):
     # The pause between rounds of WRITE_TXN_MARKERS for partitions that answered a retriable
     # error (no leader, not enough replicas, a timeout); Kafka's retry.backoff.ms.
     transaction_marker_retry_backoff_ms: int = 100
+    # Riverbed: an AddPartitionsToTxn/AddOffsetsToTxn that arrives while the id's previous
+    # transaction is still completing (its markers being written) waits this long for it,
+    # instead of CONCURRENT_TRANSACTIONS at once (which the client retries after a backoff):
+    # the next transaction starts the moment the last one completed. 0: Kafka's answer at once.
+    # At most transaction.max.parked.requests such requests wait at once (each holds one of
+    # queued.max.requests' slots); past it they are answered at once.
+    transaction_concurrent_request_max_wait_ms: int = 1000
+    transaction_max_parked_requests: int = 250
     # Concurrent transactional ids per instance at most (each holds its metadata in memory):
     # an InitProducerId for a new id past it is answered COORDINATOR_NOT_AVAILABLE. Kafka has
     # no such bound; one keeps the cache finite.
@@ -64,6 +72,11 @@ class TransactionCoordinatorConfig(ShardedServiceConfig):
                 ("transaction.max.transactional.ids", self.transaction_max_transactional_ids)):
             if value < 1:
                 raise ValueError(f"{key}={value}: must be positive")
+        if self.transaction_concurrent_request_max_wait_ms < 0:
+            raise ValueError("transaction.concurrent.request.max.wait.ms must be >= 0")
+        if not 0 <= self.transaction_max_parked_requests < self.queued_max_requests:
+            raise ValueError("transaction.max.parked.requests must be >= 0 and below "
+                             "queued.max.requests")
         if self.transaction_state_log_segment_bytes < 14:
             raise ValueError("transaction.state.log.segment.bytes must be >= 14")
 

@@ -25,6 +25,11 @@ Requests (the checks and answers are Kafka's):
   group's __consumer_offsets partition for AddOffsetsToTxn.
 - EndTxn: PrepareCommit / PrepareAbort is written, the caller answered, then SendMarkers to every
   partition; MarkersWritten -> CompleteCommit / CompleteAbort.
+- Riverbed: an AddPartitionsToTxn / AddOffsetsToTxn of the current producer arriving while its
+  previous transaction completes (or a write of the id is in flight) is parked until that is
+  done, at most transaction.concurrent.request.max.wait.ms (then CONCURRENT_TRANSACTIONS, as
+  Kafka answers at once): the next transaction starts as soon as the last one completed rather
+  than after the client's retry backoff.
 - DescribeTransactions / ListTransactions (KIP-664) from memory.
 
 Timers (`tick`): an Ongoing transaction older than its timeout is aborted at epoch + 1 (the
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from riverbed._proto.v1 import producer_id_pb2, transaction_pb2 as tx
 from riverbed.coordinator import offsets_topic as ot
@@ -166,6 +172,10 @@ class TransactionCoordinatorCore:
         self._allocs: dict[int, tuple[int, producer_id_pb2.InitProducerIdRequest]] = {}
         self._markers: dict[int, _MarkerJob] = {}
         self._complete_due: set[str] = set()     # markers written, the Complete write failed
+        # transactional id -> requests waiting for its transaction to complete:
+        # (request id, body, deadline)
+        self._parked: dict[str, list[tuple[int, Any, int]]] = {}
+        self.parked_count = 0
         self._next_id = 1
         self._next_abort_check_ms: int | None = None
         self._next_expiry_check_ms: int | None = None
@@ -230,6 +240,18 @@ class TransactionCoordinatorCore:
                     log.info("[txn=%s] idle since %d: expired", tid, txn.last_update_ms)
                     self._write(txn, None, txn.last_producer_epoch, _Nothing(), out,
                                 pending=S.DEAD)
+        for tid in sorted(self._parked):
+            waiting = self._parked[tid]
+            due = [w for w in waiting if w[2] <= now_ms]
+            if due:
+                self._parked[tid] = [w for w in waiting if w[2] > now_ms]
+                if not self._parked[tid]:
+                    del self._parked[tid]
+                self.parked_count -= len(due)
+                for rid, body, _ in due:
+                    out.append(Reply(rid, _error_answer(
+                        body, E.CONCURRENT_TRANSACTIONS,
+                        f"{tid}: its previous transaction is still completing")))
         for tid in sorted(self._complete_due):
             txn = self.txns.get(tid)
             if txn is None or txn.state not in PREPARE or not self._loaded(tid):
@@ -282,6 +304,20 @@ class TransactionCoordinatorCore:
         for pw in self._writes.values():
             if pw.transactional_id not in self.txns:
                 raise AssertionError(f"write pending for unknown id {pw.transactional_id!r}")
+        if self.parked_count != sum(len(w) for w in self._parked.values()):
+            raise AssertionError(f"{self.parked_count} parked requests counted, "
+                                 f"{sum(len(w) for w in self._parked.values())} parked")
+        for tid, waiting in self._parked.items():
+            if not waiting or self.shard_of(tid) not in self.shards:
+                raise AssertionError(f"requests of {tid!r} parked for a shard not owned")
+
+    def _answer_parked(self, tid: str, out: list[Effect]) -> None:
+        """A write of the id failed: its parked requests hear a retriable error at once."""
+        waiting = self._parked.pop(tid, None)
+        for rid, body, _ in waiting or ():
+            self.parked_count -= 1
+            out.append(Reply(rid, _error_answer(body, E.CONCURRENT_TRANSACTIONS,
+                                                f"{tid}: its state change failed; retry")))
 
     def marker_wanted(self, marker_id: int) -> bool:
         """Whether the markers of SendMarkers(marker_id) are still to be written (the shell
@@ -326,6 +362,10 @@ class TransactionCoordinatorCore:
             out.append(Reply(rid, _init_error(code, msg)))
         for mid in [m for m, job in self._markers.items() if job.shard == shard]:
             del self._markers[mid]
+        for tid in [t for t in self._parked if self.shard_of(t) == shard]:
+            for rid, body, _ in self._parked.pop(tid):
+                self.parked_count -= 1
+                out.append(Reply(rid, _error_answer(body, code, msg)))
         for tid in [t for t in self.txns if self.shard_of(t) == shard]:
             del self.txns[tid]
             self._complete_due.discard(tid)
@@ -507,6 +547,8 @@ class TransactionCoordinatorCore:
                     s.error_code = E.OPERATION_NOT_ATTEMPTED
             out.append(Reply(rid, resp))
             return
+        if self._park(rid, b, now_ms):
+            return
         err = self._txn_error(b.transactional_id, b.producer_id, b.producer_epoch)
         if err is None and self.txns[b.transactional_id].state in PREPARE:
             err = (E.CONCURRENT_TRANSACTIONS, f"{b.transactional_id}: its transaction is completing")
@@ -527,6 +569,8 @@ class TransactionCoordinatorCore:
             err = (E.INVALID_GROUP_ID, "group id is empty")
         elif n < 1:
             err = (E.COORDINATOR_NOT_AVAILABLE, f"{ot.OFFSETS_TOPIC} is not known here yet")
+        if err is None and self._park(rid, b, now_ms):
+            return
         err = err or self._txn_error(b.transactional_id, b.producer_id, b.producer_epoch)
         if err is None and self.txns[b.transactional_id].state in PREPARE:
             err = (E.CONCURRENT_TRANSACTIONS, f"{b.transactional_id}: its transaction is completing")
@@ -537,6 +581,31 @@ class TransactionCoordinatorCore:
         txn = self.txns[b.transactional_id]
         tp = (ot.OFFSETS_TOPIC, ot.partition_for(b.group_id, n))
         self._join(txn, {tp}, rid, resp, now_ms, out)
+
+    def _park(self, rid: int, b, now_ms: int) -> bool:
+        """Park `b` (AddPartitionsToTxn / AddOffsetsToTxn of the current producer) while the
+        id's previous transaction completes or a write of it is in flight; False: answer now."""
+        wait = self.config.transaction_concurrent_request_max_wait_ms
+        tid = b.transactional_id
+        txn = self.txns.get(tid)
+        if wait <= 0 or txn is None or self._shard_error(tid) is not None \
+                or txn.producer_id != b.producer_id or txn.producer_epoch != b.producer_epoch \
+                or (txn.pending is None and txn.state not in PREPARE) \
+                or self.parked_count >= self.config.transaction_max_parked_requests:
+            return False
+        self._parked.setdefault(tid, []).append((rid, b, now_ms + wait))
+        self.parked_count += 1
+        return True
+
+    def _unpark(self, tid: str, now_ms: int, out: list[Effect]) -> None:
+        """The id's state moved: its parked requests are handled again (parked anew if it is
+        still busy)."""
+        waiting = self._parked.pop(tid, None)
+        if not waiting:
+            return
+        self.parked_count -= len(waiting)
+        for rid, body, _deadline in waiting:
+            self._on_request(rid, body, now_ms, out)
 
     def _join(self, txn: TxnMetadata, tps: set[TP], rid: int, resp, now_ms: int,
               out: list[Effect]) -> None:
@@ -671,6 +740,7 @@ class TransactionCoordinatorCore:
             return
         txn.pending = None
         if ev.error_code != E.NONE:
+            self._answer_parked(pw.transactional_id, out)
             code = ot.coordinator_error_for_append(ev.error_code)
             log.warning("[txn=%s] writing %s to __transaction_state failed (%s)",
                         pw.transactional_id,
@@ -702,6 +772,8 @@ class TransactionCoordinatorCore:
             self._send_markers(txn, out)
         elif isinstance(then, _SendMarkers):
             self._send_markers(txn, out)
+        if txn.state not in PREPARE and txn.pending is None:
+            self._unpark(pw.transactional_id, now_ms, out)
 
     def _fail_then(self, pw: _PendingWrite, code: int, msg: str, out: list[Effect]) -> None:
         then = pw.then
@@ -777,6 +849,18 @@ class TransactionCoordinatorCore:
 def _empty(txn: TxnMetadata, producer_id: int, epoch: int, timeout_ms: int,
            now_ms: int) -> TxnLogValue:
     return TxnLogValue(producer_id, epoch, timeout_ms, S.EMPTY, frozenset(), now_ms, -1)
+
+
+def _error_answer(body, code: int, msg: str):
+    """The answer to a parked AddPartitionsToTxn / AddOffsetsToTxn carrying `code`."""
+    if isinstance(body, tx.AddPartitionsToTxnRequest):
+        resp = tx.AddPartitionsToTxnResponse()
+        for t in body.topics:
+            tr = resp.results.add(name=t.name)
+            for p in t.partitions:
+                tr.results.add(partition_index=p, error_code=code, error_message=msg)
+        return resp
+    return tx.AddOffsetsToTxnResponse(error_code=code, error_message=msg)
 
 
 def _init_error(code: int, msg: str) -> producer_id_pb2.InitProducerIdResponse:

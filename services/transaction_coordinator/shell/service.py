@@ -197,6 +197,10 @@ class TransactionCoordinatorService(ShardedService):
         tel.counter("riverbed.transaction_coordinator.fenced", lambda: [(st.fenced, {})],
                     description="open transactions aborted because a new instance of their "
                                 "transactional id started")
+        tel.gauge("riverbed.transaction_coordinator.requests.parked",
+                  lambda: [(core.parked_count, {})],
+                  description="AddPartitions/AddOffsets waiting for the previous transaction "
+                              "of their id to complete")
         tel.counter("riverbed.transaction_coordinator.marker_requests",
                     lambda: [(self.markers_sent, {})],
                     description="WRITE_TXN_MARKERS requests sent to partition leaders")

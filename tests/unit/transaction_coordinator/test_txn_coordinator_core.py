@@ -238,7 +238,7 @@ def test_end_txn_outside_an_open_transaction(state, commit, code):
 
 
 def test_while_the_markers_are_out_requests_get_concurrent_transactions():
-    w = World()
+    w = World(transaction_concurrent_request_max_wait_ms=0)       # Kafka's: answered at once
     p = w.init()
     w.add(p.producer_id, 0, [("out", 0)])
     w.auto = False
@@ -254,8 +254,38 @@ def test_while_the_markers_are_out_requests_get_concurrent_transactions():
     assert w.state() is S.COMPLETE_COMMIT
 
 
+def test_the_next_transactions_add_partitions_waits_for_the_last_to_complete():
+    """Riverbed: parked instead of CONCURRENT_TRANSACTIONS, answered once CompleteCommit is
+    written, or CONCURRENT_TRANSACTIONS after transaction.concurrent.request.max.wait.ms."""
+    w = World(transaction_concurrent_request_max_wait_ms=500)
+    p = w.init()
+    w.add(p.producer_id, 0, [("out", 0)])
+    w.auto = False
+    w.end(p.producer_id, 0, True)
+    w.release()                                     # PrepareCommit: markers out
+    assert w.add(p.producer_id, 0, [("out", 1)]) is None
+    assert w.core.parked_count == 1
+    w.release()                                     # markers written: Complete write out
+    w.release()                                     # CompleteCommit: the parked one goes on
+    w.release()                                     # ... and its Ongoing write completes
+    assert codes(w.replies[w.rid]) == {("out", 1): E.NONE}
+    assert w.state() is S.ONGOING and w.core.parked_count == 0
+    w.end(p.producer_id, 0, False)
+    w.release()
+    assert w.add(p.producer_id, 0, [("out", 2)]) is None          # parked again
+    w.held.clear()                                                # the markers never come
+    w.tick(499)
+    assert w.core.parked_count == 1
+    w.tick(1)
+    assert codes(w.replies[w.rid]) == {("out", 2): E.CONCURRENT_TRANSACTIONS}
+    assert w.add(p.producer_id, 0, [("out", 2)]) is None
+    w.run(w.core.handle(ShardUnloaded(0), w.now))
+    assert codes(w.replies[w.rid]) == {("out", 2): E.NOT_COORDINATOR}
+    assert w.core.parked_count == 0
+
+
 def test_a_request_while_a_write_is_in_flight_is_concurrent():
-    w = World()
+    w = World(transaction_concurrent_request_max_wait_ms=0)
     p = w.init()
     w.auto = False
     w.add(p.producer_id, 0, [("out", 0)])
