@@ -351,6 +351,7 @@ class RecordAccumulator:
                                is_transactional=self.transactions is not None)
         if self.transactions is not None:
             self.transactions.note_partition(tp)     # under our lock; the manager's is inner
+            self._wake()      # the sender adds the partition to the transaction now, not at linger
         batch = ProducerBatch(tp, builder, now_ms, reserve)
         batch.capacity = capacity
         self._batch_counter += 1
