@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from riverbed import errors
-from riverbed._proto.v1 import header_pb2, producer_id_pb2, transaction_pb2 as tx
+from riverbed._proto.v1 import header_pb2, transaction_pb2 as tx
 from services.common.acl.authorizer import Operation, ResourceType
 from services.common.txn_errors import error_response as error_body
 

@@ -311,8 +311,9 @@ class ProducerStateManager:
                      coordinator_epoch: int) -> tuple[int, str] | None:
         """Whether the leader may write a marker of `producer_id` at `producer_epoch` from a
         coordinator at `coordinator_epoch`: None, or (error code, message)."""
-        if producer_id < 0 or not 0 <= producer_epoch <= 32767:
-            return _INVALID_RECORD, f"marker of producer {producer_id} epoch {producer_epoch}"
+        if producer_id < 0 or not 0 <= producer_epoch <= 32767 or coordinator_epoch < 0:
+            return _INVALID_RECORD, (f"marker of producer {producer_id} epoch {producer_epoch} "
+                                     f"from coordinator epoch {coordinator_epoch}")
         e = self._producers.get(producer_id)
         if e is None:
             return None

@@ -113,6 +113,7 @@ def test_markers_from_older_producer_or_coordinator_epochs_are_refused():
     log.write(epoch=3)
     assert log.marker(epoch=3, coordinator_epoch=4)[0] == code("TRANSACTION_COORDINATOR_FENCED")
     assert log.marker(epoch=3, coordinator_epoch=6) is None
+    assert log.marker(epoch=3, coordinator_epoch=-1)[0] == code("INVALID_RECORD")
 
 
 def test_a_fencing_marker_bumps_the_epoch_and_the_zombie_is_refused():
