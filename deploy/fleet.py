@@ -10,7 +10,8 @@ State directory D (reused by the next `up`, which restarts on the same data):
 
 Port plan from base port P (see ROLES): gateway-1 on P, ZooKeeper on P+1, gateway-i (i >= 2) on
 P+i, controller-i on P+9+i with its PUB on P+19+i, group-coordinator-i on P+29+i,
-offset-manager-i on P+39+i, storage-i (broker.id i) on P+100+i; gateway-i's Kafka listeners,
+offset-manager-i on P+39+i, transaction-coordinator-i on P+69+i, storage-i
+(broker.id i) on P+100+i; gateway-i's Kafka listeners,
 bound to the fleet's host (127.0.0.1 as in Kafka's quickstart): PLAINTEXT on P+49+i, so
 gateway-1's is P+50 (`kcat -b 127.0.0.1:P+50 -L`), and SASL_SSL (SCRAM-SHA-256/512 over TLS) on
 P+59+i, gateway-1's on P+60 (`kcat -F D/security/kafka-client.conf -L`). Each service's Prometheus
@@ -180,6 +181,22 @@ def _offset_manager_config(ctx: ConfigContext) -> dict[str, str]:
             "port": str(ctx.ports["port"]), **_metrics_keys(ctx), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
 
 
+# __transaction_state partitions in a local fleet: Kafka's default is 50; 10 for the same reason
+# as __consumer_offsets above. Replication as many as the fleet's storage nodes, at most 3, and
+# min.insync.replicas 2 (Kafka's transaction.state.log.min.isr) when there are 3.
+TRANSACTION_STATE_NUM_PARTITIONS = 10
+
+
+def _transaction_coordinator_config(ctx: ConfigContext) -> dict[str, str]:
+    storage = ctx.role_counts.get("storage_node", 0)
+    rf = max(1, min(3, storage))
+    return {"transaction.coordinator.id": str(ctx.index), "host.name": ctx.host,
+            "port": str(ctx.ports["port"]), **_metrics_keys(ctx), **_zk_keys(ctx),
+            "transaction.state.log.num.partitions": str(TRANSACTION_STATE_NUM_PARTITIONS),
+            "transaction.state.log.replication.factor": str(rf),
+            "transaction.state.log.min.isr": str(min(2, rf))}
+
+
 # Start order is this order; stop order is the reverse (gateways first, controllers last),
 # with ZooKeeper before all of them and after all of them.
 ROLES: dict[str, RoleSpec] = {spec.role: spec for spec in (
@@ -191,6 +208,9 @@ ROLES: dict[str, RoleSpec] = {spec.role: spec for spec in (
              lambda i: {"port": 29 + i}, _group_coordinator_config, 1, 10),
     RoleSpec("offset_manager", "offset-manager", "services.offset_manager",
              lambda i: {"port": 39 + i}, _offset_manager_config, 1, 10),
+    RoleSpec("transaction_coordinator", "transaction-coordinator",
+             "services.transaction_coordinator", lambda i: {"port": 69 + i},
+             _transaction_coordinator_config, 1, 10),
     RoleSpec("gateway", "gateway", "services.gateway",
              lambda i: {"port": 0 if i == 1 else i, "kafka.port": 49 + i,
                         "kafka.sasl_ssl.port": 59 + i}, _gateway_config, 1, 9),

@@ -36,7 +36,8 @@ def add_fleet_commands(subparsers: "argparse._SubParsersAction") -> argparse.Arg
                     "ready when its port accepts connections. Reuses the data in D (a restart). "
                     "In the foreground, Ctrl-C or SIGTERM stops everything in order. Ports: "
                     "gateway-1 P, ZooKeeper P+1, controller-i P+9+i (PUB P+19+i), "
-                    "storage-i P+100+i; gateway-i's Kafka listeners PLAINTEXT P+49+i and "
+                    "group-coordinator-i P+29+i, offset-manager-i P+39+i, transaction-coordinator-i "
+                    "P+69+i, storage-i P+100+i; gateway-i's Kafka listeners PLAINTEXT P+49+i and "
                     "SASL_SSL P+59+i (SCRAM over TLS: the user kafka-client, whose librdkafka "
                     "properties `up` writes to D/security/kafka-client.conf for `kcat -F`).")
     data_dir(up)

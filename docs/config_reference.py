@@ -44,6 +44,8 @@ PRODUCER = {
     "value_serializer": ("value.serializer", "callable turning a value into bytes"),
     "metadata_max_age_ms": ("metadata.max.age.ms", "metadata is refreshed at least this often"),
     "close_timeout_ms": (None, "Riverbed: how long the producer flushes at interpreter exit when the program did not close it"),
+    "transactional_id": ("transactional.id", "makes the producer transactional (init_transactions, begin/commit/abort_transaction, send_offsets_to_transaction): the id its transaction coordinator keys it by; a new producer with the same id fences the old one. Implies idempotence and `acks=\"all\"`. See the transactions guide"),
+    "transaction_timeout_ms": ("transaction.timeout.ms", "the coordinator aborts a transaction open longer than this (and fences its producer); at most the coordinators' `transaction.max.timeout.ms`"),
     "batch_size_max": (None, "Riverbed: a partition's batch grows past `batch_size` (doubling when a batch fills before it is sent) up to this many bytes, and halves when one is sent unfilled; default `min(512 KiB, max_request_size, buffer_memory / 8)`; `batch_size_max=batch_size` gives Kafka's fixed batches"),
     "security_protocol": ("security.protocol", "`\"CURVE\"` (CurveZMQ: encrypted, the client authenticated by its key) or `\"NONE\"`; default `$RIVERBED_SECURITY_PROTOCOL`, the properties file in `$RIVERBED_CLIENT_PROPERTIES`, else NONE"),
     "curve_secret_key_file": (None, "Riverbed: the client's `zmq.auth` secret key file (its principal is `User:<name>` of the certificate)"),
@@ -66,6 +68,7 @@ CONSUMER = {
     "request_timeout_ms": PRODUCER["request_timeout_ms"],
     "retry_backoff_ms": PRODUCER["retry_backoff_ms"],
     "check_crcs": ("check.crcs", "verify each batch's CRC-32C"),
+    "isolation_level": ("isolation.level", "`\"read_uncommitted\"` (every record below the high watermark) or `\"read_committed\"` (only below the last stable offset, never records of aborted transactions; committed offsets read with require_stable)"),
     "key_deserializer": ("key.deserializer", "callable turning key bytes into a key"),
     "value_deserializer": ("value.deserializer", "callable turning value bytes into a value"),
     "enable_auto_commit": ("enable.auto.commit", "commit positions every `auto_commit_interval_ms` from `poll()`, and on close"),
@@ -193,6 +196,13 @@ ROLES = (
          "`riverbed-offset-manager --config FILE` (or `python -m services.offset_manager`)",
          "Committed offsets, cached in memory and durable in the compacted "
          "`__consumer_offsets`."),
+    Role("transaction-coordinator", "Transaction coordinator",
+         "services.transaction_coordinator.config", "TransactionCoordinatorConfig",
+         "`riverbed-transaction-coordinator --config FILE` (or "
+         "`python -m services.transaction_coordinator`)",
+         "Transactions (KIP-98): producer ids and epochs of transactional ids, the state of "
+         "each transaction, its markers to the partition leaders, sharded over the compacted "
+         "`__transaction_state` (Kafka's `transaction.*` keys)."),
 )
 SECURITY = Role("security", "Security (every role)", "services.common.rpc.security",
                 "SecurityConfig", "",
@@ -211,6 +221,25 @@ MEANINGS = {
     "gateway.id": "this gateway's id: required, unique among the gateways",
     "group.coordinator.id": "this group coordinator's id, unique among the group coordinators",
     "offset.manager.id": "this offset manager's id, unique among the offset managers",
+    "transaction.coordinator.id": "this transaction coordinator's id, unique among the "
+                                  "transaction coordinators",
+    "transaction.state.log.replication.factor": "the replication factor `__transaction_state` is "
+                                                "created with (capped at the live storage nodes, "
+                                                "with a warning)",
+    "transaction.state.log.min.isr": "`min.insync.replicas` of `__transaction_state` (capped at "
+                                     "its replication factor): a transaction's state is written "
+                                     "with acks=all",
+    "transaction.state.log.segment.bytes": "`segment.bytes` of `__transaction_state` (small, so "
+                                           "compaction and loading stay quick)",
+    "transaction.state.log.load.buffer.size": "bytes read per fetch while a coordinator loads a "
+                                              "`__transaction_state` partition it took over",
+    "transaction.remove.expired.transaction.cleanup.interval.ms":
+        "how often transactional ids idle longer than `transactional.id.expiration.ms` are "
+        "removed (a tombstone in `__transaction_state`)",
+    "transaction.max.parked.requests": "AddPartitionsToTxn/AddOffsetsToTxn requests waiting at "
+                                       "once for their id's previous transaction to complete "
+                                       "(`transaction.concurrent.request.max.wait.ms`); past "
+                                       "it they are answered CONCURRENT_TRANSACTIONS at once",
     "host.name": "the address this process binds and advertises: its endpoint is "
                  "`tcp://<host.name>:<port>` (and its metrics endpoint binds it too)",
     "port": "the TCP port of this process's ROUTER socket, where requests come in",

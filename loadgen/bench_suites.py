@@ -90,6 +90,12 @@ SUITES: tuple[Suite, ...] = (
           "acks=all writes on every partition",
           quick_args=("--rounds", "1", "--partitions", "10"), needs=("fleet",),
           duration="a few minutes"),
+    Suite("txn", "loadgen.txn_bench", "Transactions",
+          "transactional producers (transactions of 100, 1,000 and 10,000 records) against the "
+          "idempotent one, read_committed against read_uncommitted consumption, and the LSO "
+          "lag a consumer sees",
+          quick_args=("--rounds", "1", "--num-records", "20000"), needs=("fleet",),
+          duration="a few minutes"),
     Suite("gateway-failover", "loadgen.gateway_failover_bench", "Gateway failover",
           "the stall of a producer and a consumer when their gateway is SIGKILLed, fail-fast "
           "channels vs waiting out the request timeout",

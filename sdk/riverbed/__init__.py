@@ -25,8 +25,10 @@ from riverbed.structs import (  # noqa: E402
     RecordMetadata,
     TopicPartition,
 )
+from riverbed.transactions import ConsumerGroupMetadata  # noqa: E402
 
 __all__ = ["Admin", "AdminClient", "ConfigResource", "ConfigResourceType", "Consumer",
+           "ConsumerGroupMetadata",
            "ConsumerRebalanceListener", "ConsumerRecord", "KafkaAdminClient", "KafkaConsumer",
            "KafkaProducer", "NewPartitions", "NewTopic", "OffsetAndMetadata",
            "OffsetAndTimestamp", "Producer", "RecordMetadata", "TopicPartition", "__version__"]

@@ -148,6 +148,9 @@ class RecordAccumulator:
         self.retry_backoff_ms = retry_backoff_ms
         self.guarantee_order = guarantee_order
         self.idempotence = idempotence
+        # A transactional producer's TransactionManager: batches are transactional, and each
+        # new batch's partition is noted for AddPartitionsToTxn (riverbed.transactions).
+        self.transactions = None
         self._on_ready = on_ready
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -344,7 +347,11 @@ class RecordAccumulator:
     def _new_batch(self, tp: TopicPartition, now_ms: float, reserve: int,
                    capacity: int | None = None) -> ProducerBatch:
         capacity = capacity or self.batch_size
-        builder = BatchBuilder(compression=self.compression, batch_size=capacity)
+        builder = BatchBuilder(compression=self.compression, batch_size=capacity,
+                               is_transactional=self.transactions is not None)
+        if self.transactions is not None:
+            self.transactions.note_partition(tp)     # under our lock; the manager's is inner
+            self._wake()      # the sender adds the partition to the transaction now, not at linger
         batch = ProducerBatch(tp, builder, now_ms, reserve)
         batch.capacity = capacity
         self._batch_counter += 1

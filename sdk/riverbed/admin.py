@@ -21,6 +21,7 @@ from riverbed._proto.v1 import (
     list_offsets_pb2,
     metadata_pb2,
     offset_pb2,
+    transaction_pb2,
 )
 from riverbed import log_dirs
 from riverbed.cluster import (
@@ -55,6 +56,8 @@ from riverbed.structs import (
     OffsetAndMetadata,
     TopicDescription,
     TopicPartition,
+    TransactionDescription,
+    TransactionListing,
 )
 
 # kafka-python's `from kafka.admin import KafkaAdminClient, NewTopic, NewPartitions,
@@ -412,6 +415,46 @@ class Admin(KafkaPythonAdminMixin):
                     tuple(m.subscription.topics), m.subscription.topic_pattern) for m in g.members)
                 out.append(GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
                                             g.generation_id, g.leader, members))
+        return out
+
+    # -- transactions (KIP-664; kafka-transactions.sh) --------------------------------------------
+    def list_transactions(self, states: Iterable[str] = (),
+                          producer_ids: Iterable[int] = ()) -> list[TransactionListing]:
+        """Every transactional id the transaction coordinators know, optionally only those in
+        `states` (Kafka's names: Ongoing, PrepareCommit, ...) or of `producer_ids`. Raises
+        InvalidRequestError for a state name no coordinator knows."""
+        resp = self._call(ApiKey.LIST_TRANSACTIONS, transaction_pb2.ListTransactionsRequest(
+            state_filters=list(states), producer_id_filters=list(producer_ids)))
+        if resp.unknown_state_filters:
+            raise errors.InvalidRequestError(
+                f"unknown transaction states: {', '.join(resp.unknown_state_filters)}")
+        if resp.error_code and not resp.transaction_states:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        return [TransactionListing(t.transactional_id, t.producer_id, t.transaction_state,
+                                   t.coordinator_id) for t in resp.transaction_states]
+
+    def describe_transactions(self, transactional_ids: Sequence[str]
+                              ) -> list[TransactionDescription]:
+        """State, producer id and epoch, timeout and open partitions of each transactional id
+        (TransactionalIdNotFoundError for one no coordinator has)."""
+        out = []
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        for tid in transactional_ids:
+            while True:
+                resp = self._call(ApiKey.DESCRIBE_TRANSACTIONS,
+                                  transaction_pb2.DescribeTransactionsRequest(
+                                      transactional_ids=[tid]))
+                (d,) = resp.transaction_states
+                if d.error_code == 0:
+                    break
+                err = errors.for_code(d.error_code, d.error_message)
+                if not err.retriable or time.monotonic() >= deadline:
+                    raise err
+                self._sleep(self.retry_backoff_ms / 1000.0)
+            out.append(TransactionDescription(
+                d.transactional_id, d.coordinator_id, d.transaction_state, d.producer_id,
+                d.producer_epoch, d.transaction_timeout_ms, d.transaction_start_time_ms,
+                tuple(TopicPartition(t.name, p) for t in d.topics for p in t.partitions)))
         return out
 
     def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None

@@ -232,7 +232,8 @@ class GatewayConnection:
             log.warning("gateway %s lost (%s); moving to %s", old, reason, self.endpoint)
         return self.endpoint
 
-    def call(self, api: int, body, *, payloads: Sequence = (), timeout_ms: int | None = None):
+    def call(self, api: int, body, *, payloads: Sequence = (), timeout_ms: int | None = None,
+             api_version: int = 0):
         """A request/response call; on no answer, tries each other known gateway once.
         Raises the envelope error, or NoBrokersAvailable (a RequestTimedOutError) naming the
         endpoints when no gateway answered."""
@@ -249,7 +250,8 @@ class GatewayConnection:
                 self.failover(str(e))
                 continue
             try:
-                return channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms)
+                return channel.call(api, body, payloads=payloads, timeout_ms=timeout_ms,
+                                    api_version=api_version)
             except errors.RequestTimedOutError as e:
                 state = getattr(self._channel, "connection_state", None)
                 reason = getattr(self._channel, "down_reason", None) or \

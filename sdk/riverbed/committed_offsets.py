@@ -90,7 +90,8 @@ class CommittedOffsets:
     def ensure_coordinator(self, deadline_ms: float) -> GatewayConnection:
         raise NotImplementedError
 
-    def _call(self, api: int, body: Any, timeout_ms: int | None = None) -> Any:
+    def _call(self, api: int, body: Any, timeout_ms: int | None = None,
+              api_version: int = 0) -> Any:
         raise NotImplementedError
 
     def _backoff(self) -> None:
@@ -297,7 +298,8 @@ class CommittedOffsets:
                         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """OFFSET_FETCH (retried while the coordinator loads or moves). None = nothing
         committed. partitions=None: everything the group committed."""
-        req = offset_pb2.OffsetFetchRequest(group_id=self.group_id)
+        stable = getattr(self, "require_stable", False)
+        req = offset_pb2.OffsetFetchRequest(group_id=self.group_id, require_stable=stable)
         wanted = None
         if partitions is not None:
             wanted = [TopicPartition(*tp) for tp in partitions]
@@ -307,7 +309,7 @@ class CommittedOffsets:
         while True:
             try:
                 self.ensure_coordinator(deadline)
-                resp = self._call(ApiKey.OFFSET_FETCH, req)
+                resp = self._call(ApiKey.OFFSET_FETCH, req, api_version=1 if stable else 0)
                 err = errors.for_code(resp.error_code, resp.error_message) if resp.error_code else None
             except errors.KafkaError as e:
                 err = e
@@ -349,7 +351,10 @@ class CommittedOffsets:
                    if st.position is None and st.reset_to is None and tp not in self._no_committed]
         if not missing:
             return
-        committed = self.fetch_committed(missing)
+        try:
+            committed = self.fetch_committed(missing)
+        except errors.UnstableOffsetCommitError:
+            return       # a transaction is committing offsets here: the next poll asks again
         for tp in missing:
             st = subs.assignment.get(tp)
             om = committed.get(tp)

@@ -15,6 +15,11 @@ records before `position` (a batch that starts before it, after a seek) are skip
 partial batch (cut at max bytes) is ignored and fetched again. OFFSET_OUT_OF_RANGE applies
 auto_offset_reset (earliest / latest via LIST_OFFSETS, or none: OffsetOutOfRangeError).
 
+Transactions: with isolation_level="read_committed" the consumer reads only below each
+partition's last stable offset and skips the records of aborted transactions (the storage node
+lists them with each answer; riverbed.fetcher filters); its group's committed offsets are read
+with require_stable, and end_offsets()/seek_to_end() answer the last stable offset.
+
 Consumer groups: with `group_id`, `subscribe(topics | pattern=, listener=)` (or topics given to
 the constructor) joins the group; the coordinator's assignment replaces the
 assignment of `riverbed.subscription_state`
@@ -52,6 +57,7 @@ from riverbed.group_membership import (
 )
 from riverbed.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from riverbed.list_offsets import list_offsets
+from riverbed.transactions import ConsumerGroupMetadata
 from riverbed.subscription_state import EARLIEST, LATEST, PartitionState, SubscriptionState
 
 __all__ = ["Consumer", "KafkaConsumer", "ConsumerRebalanceListener", "OffsetAndMetadata"]
@@ -101,8 +107,14 @@ class Consumer:
                  security_protocol: str | None = None, curve_secret_key_file: str | None = None,
                  curve_server_public_key: str | None = None,
                  curve_server_keys_dir: str | None = None,
+                 isolation_level: str = "read_uncommitted",
                  _channel_factory: Callable | None = None):
         bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level={isolation_level!r}: expected read_uncommitted or "
+                             "read_committed")
+        self.isolation_level = isolation_level
+        self._read_committed = isolation_level == "read_committed"
         _channel_factory = secure_channel_factory(
             _channel_factory, security_protocol=security_protocol,
             curve_secret_key_file=curve_secret_key_file,
@@ -158,6 +170,9 @@ class Consumer:
                 retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms,
                 heartbeat_long_poll=heartbeat_long_poll)
             self._group.metrics = self._metrics
+            # read_committed: never resume from an offset a pending transaction is about to
+            # replace (OFFSET_FETCH require_stable, KIP-447)
+            self._group.require_stable = self._read_committed
         if topics:
             self._take_topics(topics)
         client_otel.register("consumer", self)     # only with the application's MeterProvider
@@ -246,6 +261,15 @@ class Consumer:
         """Send a commit without waiting; callback(offsets, exception_or_None) and the returned
         Future complete during a later poll(), commit() or close()."""
         return self._require_group("commit_async()").commit_async(offsets, callback)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group id, generation and member id, for a transactional producer's
+        send_offsets_to_transaction (KIP-447): offsets it commits for a generation the group has
+        left are refused, so a zombie worker cannot commit."""
+        group = self._require_group("group_metadata()")
+        if not group.subscribed:
+            return ConsumerGroupMetadata(group.group_id)
+        return ConsumerGroupMetadata(group.group_id, group.generation_id, group.member_id)
 
     def committed(self, partition: TopicPartition, metadata: bool = False):
         """The group's committed offset for the partition (None when none), or the
@@ -353,7 +377,8 @@ class Consumer:
                       ) -> dict[TopicPartition, Any]:
         return list_offsets(self._conn, want, with_timestamps=with_timestamps,
                             request_timeout_ms=self.request_timeout_ms,
-                            retry_backoff_ms=self.retry_backoff_ms, sleep=self._sleep)
+                            retry_backoff_ms=self.retry_backoff_ms, sleep=self._sleep,
+                            isolation_level=1 if self._read_committed else 0)
 
     # -- fetching -----------------------------------------------------------------------------
     def _fetchable(self, now: float) -> list[TopicPartition]:
@@ -373,7 +398,9 @@ class Consumer:
         if not tps:
             return
         req = fetch_pb2.FetchRequest(replica_id=-1, max_wait_ms=self.fetch_max_wait_ms,
-                                     min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes)
+                                     min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+                                     isolation_level=1 if self._read_committed else 0)
+        version = 1 if self._read_committed else 0
         by_topic: dict[str, list[TopicPartition]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(tp)
@@ -391,14 +418,14 @@ class Consumer:
         span = None
         if t is None:
             corr = self._conn.channel.send(ApiKey.FETCH, req, timeout_ms=self.request_timeout_ms
-                                           + self.fetch_max_wait_ms)
+                                           + self.fetch_max_wait_ms, api_version=version)
         else:
             span = _fetch_span(t, by_topic, self._subs, self.group_id)
             try:
                 with tracing.use_span(span, end_on_exit=False):
                     corr = self._conn.channel.send(ApiKey.FETCH, req,
                                                    timeout_ms=self.request_timeout_ms
-                                                   + self.fetch_max_wait_ms)
+                                                   + self.fetch_max_wait_ms, api_version=version)
             except BaseException as e:
                 span.record_exception(e)
                 span.end()
@@ -455,11 +482,14 @@ class Consumer:
                     refresh |= self._partition_error(tp, st, p, now)
                     continue
                 st.high_watermark = p.high_watermark
-                size, count = self._add_completed_fetch(tp, st, payload)
+                st.last_stable_offset = p.last_stable_offset
+                size, count = self._add_completed_fetch(tp, st, payload,
+                                                        p.aborted_transactions)
                 nbytes += size
                 records += count
                 if st.fetch_offset is not None:
-                    m.lag(tp, max(p.high_watermark - st.fetch_offset, 0), now)
+                    end = p.last_stable_offset if self._read_committed else p.high_watermark
+                    m.lag(tp, max(end - st.fetch_offset, 0), now)
         m.fetched(now - sent_ms, nbytes, records, now)
         if span is not None:
             _end_fetch_span(span, resp, records)
@@ -470,7 +500,7 @@ class Consumer:
                 log.debug("metadata refresh failed: %s", e)
 
     def _add_completed_fetch(self, tp: TopicPartition, st: PartitionState,
-                             payload) -> tuple[int, int]:
+                             payload, aborted=()) -> tuple[int, int]:
         """Buffers the whole batches of one partition's answer; returns (their bytes, records
         in them) for the metrics (read from the batch headers, not the records)."""
         buf = getattr(payload, "buffer", payload)
@@ -487,8 +517,10 @@ class Consumer:
         next_offset = batches[-1][1].next_offset
         self._bytes_fetched += len(buf)
         st.fetch_offset = next_offset
-        st.buffered.append(CompletedFetch(tp, buf, batches, next_offset, st.high_watermark,
-                                          self.check_crcs))
+        st.buffered.append(CompletedFetch(
+            tp, buf, batches, next_offset, st.high_watermark, self.check_crcs,
+            [(a.producer_id, a.first_offset) for a in aborted] if aborted else None,
+            self._read_committed))
         return len(buf), sum(h.records_count for _, h in batches)
 
     def _end_fetch_spans(self) -> None:

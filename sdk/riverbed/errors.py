@@ -95,6 +95,15 @@ InvalidRequestError = _error("INVALID_REQUEST")
 OutOfOrderSequenceNumberError = _error("OUT_OF_ORDER_SEQUENCE_NUMBER")
 DuplicateSequenceNumberError = _error("DUPLICATE_SEQUENCE_NUMBER")
 InvalidProducerEpochError = _error("INVALID_PRODUCER_EPOCH")
+# Transactions (KIP-98). Which of these end a transactional producer (fatal) and which only its
+# current transaction (abortable) is riverbed.transactions' table, Kafka's classification.
+InvalidTxnStateError = _error("INVALID_TXN_STATE")
+InvalidProducerIdMappingError = _error("INVALID_PRODUCER_ID_MAPPING")
+InvalidTransactionTimeoutError = _error("INVALID_TRANSACTION_TIMEOUT")
+ConcurrentTransactionsError = _error("CONCURRENT_TRANSACTIONS", retriable=True)
+TransactionCoordinatorFencedError = _error("TRANSACTION_COORDINATOR_FENCED")
+TransactionalIdAuthorizationFailedError = _error("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+OperationNotAttemptedError = _error("OPERATION_NOT_ATTEMPTED")
 KafkaStorageError = _error("KAFKA_STORAGE_ERROR", retriable=True, refresh=True)
 LogDirNotFoundError = _error("LOG_DIR_NOT_FOUND")
 UnknownProducerIdError = _error("UNKNOWN_PRODUCER_ID")
@@ -116,6 +125,9 @@ ElectionNotNeededError = _error("ELECTION_NOT_NEEDED")
 NoReassignmentInProgressError = _error("NO_REASSIGNMENT_IN_PROGRESS")
 InvalidRecordError = _error("INVALID_RECORD")
 GroupMaxSizeReachedError = _error("GROUP_MAX_SIZE_REACHED")
+UnstableOffsetCommitError = _error("UNSTABLE_OFFSET_COMMIT", retriable=True)
+ProducerFencedError = _error("PRODUCER_FENCED")
+TransactionalIdNotFoundError = _error("TRANSACTIONAL_ID_NOT_FOUND")
 
 # kafka-python's names for the same codes (`from kafka.errors import X` -> `from riverbed.errors
 # import X`). Riverbed's names above are the primary ones.
@@ -164,6 +176,11 @@ class NoOffsetForPartitionError(OffsetOutOfRangeError, ClientError):  # type: ig
 class NoBrokersAvailable(RequestTimedOutError):  # type: ignore[misc,valid-type]
     """kafka-python's name: no gateway of the bootstrap list (and those learned since) answered.
     A RequestTimedOutError, so code catching that still catches it."""
+
+
+class TransactionAbortedError(ClientError):
+    """A record of a transaction that was aborted before it was sent: its future fails with
+    this (Kafka's TransactionAbortedException)."""
 
 
 class ForkedClientError(ClientError):

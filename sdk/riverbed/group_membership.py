@@ -333,12 +333,13 @@ class GroupMembership(CommittedOffsets):
     def _backoff(self) -> None:
         self._sleep(self.retry_backoff_ms / 1000.0)
 
-    def _call(self, api: int, body, timeout_ms: int | None = None):
+    def _call(self, api: int, body, timeout_ms: int | None = None, api_version: int = 0):
         """One call on the coordinator connection: the body, or a KafkaError raised."""
         assert self._conn is not None
         if api in _GROUP_SPAN_NAMES:     # JOIN_GROUP, SYNC_GROUP: timed and traced
             return self._group_call(api, body, timeout_ms or self.request_timeout_ms)
-        return self._conn.call(api, body, timeout_ms=timeout_ms or self.request_timeout_ms).body
+        return self._conn.call(api, body, timeout_ms=timeout_ms or self.request_timeout_ms,
+                               api_version=api_version).body
 
     def _group_call(self, api: int, body, timeout_ms: int):
         """JOIN_GROUP / SYNC_GROUP: timed for the metrics (join-time, sync-time) and a CLIENT

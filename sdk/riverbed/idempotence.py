@@ -97,6 +97,9 @@ class IdempotenceState:
         self._parts: dict = {}
         self._bump_partitions: set = set()
         self.epoch_bumps = 0
+        # A transactional producer's TransactionManager (riverbed.transactions): partitions are
+        # drained only once added to the transaction, and an epoch bump is the coordinator's.
+        self.transactions = None
 
     # -- producer id --------------------------------------------------------------------------
     @property
@@ -126,6 +129,13 @@ class IdempotenceState:
                 if not e.incomplete:
                     e.reset(producer_epoch)
 
+    def reset_sequences(self) -> None:
+        """Every partition starts again at sequence 0 under the current epoch (a transactional
+        producer after InitProducerId; between transactions nothing is incomplete)."""
+        for e in self._parts.values():
+            if not e.incomplete:
+                e.reset(self.producer_epoch)
+
     def disable(self) -> None:
         """The cluster cannot give producer ids: behave as a non-idempotent producer."""
         self.state = ProducerIdState.DISABLED
@@ -149,6 +159,9 @@ class IdempotenceState:
             return False
         tp = batch.tp
         if tp in self._bump_partitions:
+            return False
+        txn = self.transactions
+        if txn is not None and batch.base_sequence < 0 and not txn.can_send_to(tp):
             return False
         e = self._entry(tp)
         if batch.base_sequence < 0:
@@ -214,6 +227,10 @@ class IdempotenceState:
 
     # -- epoch bump ---------------------------------------------------------------------------------
     def request_epoch_bump(self, tp) -> None:
+        if self.transactions is not None:
+            # the coordinator owns a transactional producer's epoch: bumped after the abort
+            self.transactions.request_epoch_bump()
+            return
         if self.state is ProducerIdState.READY and tp not in self._bump_partitions:
             log.info("idempotent producer %d: epoch bump requested for %s-%s",
                      self.producer_id, tp[0], tp[1])

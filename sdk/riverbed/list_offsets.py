@@ -22,14 +22,16 @@ def _now_ms() -> float:
 def list_offsets(conn: GatewayConnection, want: dict[TopicPartition, int], *,
                  with_timestamps: bool = False, request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100,
-                 sleep: Callable[[float], None] = time.sleep) -> dict[TopicPartition, Any]:
+                 sleep: Callable[[float], None] = time.sleep,
+                 isolation_level: int = 0) -> dict[TopicPartition, Any]:
     """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff): tp ->
-    offset, or (offset, timestamp) with_timestamps (-1 offset: no record that late)."""
+    offset, or (offset, timestamp) with_timestamps (-1 offset: no record that late).
+    isolation_level 1 (read_committed, LIST_OFFSETS v1): latest is the last stable offset."""
     out: dict[TopicPartition, Any] = {}
     deadline = _now_ms() + request_timeout_ms
     todo = dict(want)
     while todo:
-        req = list_offsets_pb2.ListOffsetsRequest(replica_id=-1)
+        req = list_offsets_pb2.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level)
         by_topic: dict[str, list] = {}
         for tp, ts in todo.items():
             by_topic.setdefault(tp.topic, []).append((tp.partition, ts))
@@ -37,7 +39,8 @@ def list_offsets(conn: GatewayConnection, want: dict[TopicPartition, int], *,
             t = req.topics.add(name=topic)
             for p, ts in parts:
                 t.partitions.add(partition=p, timestamp=ts, current_leader_epoch=-1)
-        resp = conn.call(ApiKey.LIST_OFFSETS, req, timeout_ms=request_timeout_ms)
+        resp = conn.call(ApiKey.LIST_OFFSETS, req, timeout_ms=request_timeout_ms,
+                         api_version=1 if isolation_level else 0)
         retry: list[errors.KafkaError] = []
         for t in resp.body.topics:
             for p in t.partitions:

@@ -23,6 +23,14 @@
 - Nothing is lost at exit: a producer not closed by the program is closed when the interpreter
   exits (an atexit hook), sending what is buffered and waiting at most `close_timeout_ms`; if
   records could still not be delivered, a WARNING names how many.
+- Transactions (KIP-98; Kafka's Java producer API): with `transactional_id`, the producer is
+  idempotent and transactional: `init_transactions()` once (fences every older instance with
+  the same id and aborts its open transaction), then per transaction `begin_transaction()`,
+  `send()`s, optionally `send_offsets_to_transaction(offsets, consumer.group_metadata())`, and
+  `commit_transaction()` or `abort_transaction()`. Errors are Kafka's classes: a fatal one
+  (`errors.ProducerFencedError`: a newer instance took the id; authorization) ends the
+  producer (close it), an abortable one (`txn_requires_abort` is set on it) only the
+  transaction (call abort_transaction() and go on). riverbed.transactions has the rules.
 - A producer belongs to the process that created it: after `os.fork()` the child's copy raises
   `errors.ForkedClientError` from send()/send_many()/flush()/partitions_for() and from waiting on
   futures of the parent's records; its close() is a no-op (riverbed.process_owner).
@@ -38,6 +46,7 @@ import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 from riverbed import client_otel, errors, process_owner
+from riverbed._proto.v1 import header_pb2
 from riverbed.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, ReadyCheck, \
     RecordAccumulator
 from riverbed.cluster import (
@@ -51,7 +60,8 @@ from riverbed.idempotence import MAX_IN_FLIGHT_PER_PARTITION, IdempotenceState
 from riverbed.partitioner import DefaultPartitioner
 from riverbed.records import Compression
 from riverbed.sender import Sender
-from riverbed.structs import TopicPartition
+from riverbed.structs import OffsetAndMetadata, TopicPartition
+from riverbed.transactions import ConsumerGroupMetadata, TransactionManager, TxnRequest, TxnState
 from riverbed.wire.security import secure_channel_factory
 
 __all__ = ["Producer", "KafkaProducer", "RecordAccumulator", "ProducerBatch", "ReadyCheck",
@@ -126,8 +136,22 @@ class Producer:
                  curve_server_public_key: str | None = None,
                  curve_server_keys_dir: str | None = None,
                  batch_size_max: int | None = None,
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60000,
                  _channel_factory: Callable | None = None):
         bootstrap = resolve_bootstrap(bootstrap_servers, bootstrap)
+        if transactional_id is not None:
+            # Kafka: a transactional producer is idempotent, acks=all; asking otherwise is a
+            # configuration error
+            if not transactional_id:
+                raise ValueError("transactional_id must not be empty")
+            if enable_idempotence is False:
+                raise errors.ClientError("transactional_id needs enable_idempotence")
+            if acks in (0, "0"):
+                raise errors.ClientError("transactional_id needs acks='all', not acks=0")
+            acks = -1                # the default acks=1 becomes all, as Kafka's does
+            enable_idempotence = True
+            if transaction_timeout_ms < 1:
+                raise ValueError("transaction_timeout_ms must be positive")
         _channel_factory = secure_channel_factory(
             _channel_factory, security_protocol=security_protocol,
             curve_secret_key_file=curve_secret_key_file,
@@ -192,6 +216,15 @@ class Producer:
                                        request_timeout_ms=request_timeout_ms,
                                        channel_factory=_channel_factory)
         self._idempotence = IdempotenceState() if enable_idempotence else None
+        self._txn: TransactionManager | None = None
+        self._txn_cond: Any = threading.Condition()
+        if transactional_id is not None:
+            assert self._idempotence is not None
+            self._txn = TransactionManager(transactional_id, transaction_timeout_ms,
+                                           self._idempotence)
+            self._idempotence.transactions = self._txn
+        self.config["transactional_id"] = transactional_id
+        self.config["transaction_timeout_ms"] = transaction_timeout_ms
         self._accumulator = RecordAccumulator(
             batch_size=batch_size, buffer_memory=buffer_memory,
             compression=compression_from_name(compression_type), linger_ms=linger_ms,
@@ -208,6 +241,10 @@ class Producer:
                               delivery_timeout_ms=delivery_timeout_ms,
                               idempotence=self._idempotence)
         self._accumulator._on_ready = self._sender.wakeup
+        if self._txn is not None:
+            self._accumulator.transactions = self._txn
+            self._sender.transactions = self._txn
+            self._sender.txn_cond = self._txn_cond
         # send()'s inlined hot path reads these directly (never rebound)
         self._acc_lock = self._accumulator._lock
         self._acc_batches = self._accumulator._batches
@@ -216,8 +253,10 @@ class Producer:
         # topic -> its TopicPartitions (no tuple built per record); cleared on metadata updates
         self._tp_cache: dict[str, list[TopicPartition]] = {}
         self._metadata.listeners.append(self._tp_cache.clear)
-        # send()'s inlined hot path applies: open, no serializers, no custom partitioner
-        self._plain = key_serializer is None and value_serializer is None and partitioner is None
+        # send()'s inlined hot path applies: open, no serializers, no custom partitioner, no
+        # transactions (a transactional send checks the transaction's state first)
+        self._plain = key_serializer is None and value_serializer is None and partitioner is None \
+            and self._txn is None
         self._closed = False
         self._close_timeout_ms = close_timeout_ms
         self._owner_pid = process_owner.current_pid()
@@ -308,6 +347,8 @@ class Producer:
         process_owner.check_owner(self._owner_pid, "this producer")
         if self._closed:
             raise errors.ClientError("producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if key is not None:
             if self._key_serializer is not None:
                 key = self._key_serializer(key)
@@ -401,6 +442,8 @@ class Producer:
         process_owner.check_owner(self._owner_pid, "this producer")
         if self._closed:
             raise errors.ClientError("producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if not isinstance(values, (list, tuple)):
             values = list(values)
         if self._value_serializer is not None:
@@ -528,6 +571,121 @@ class Producer:
             log.warning("producer %s closed: %d record(s) could not be delivered (timeout %s s)",
                         self.client_id, undelivered, timeout)
 
+    # -- transactions ------------------------------------------------------------------------
+    def _transactions(self) -> TransactionManager:
+        process_owner.check_owner(self._owner_pid, "this producer")
+        if self._txn is None:
+            raise errors.IllegalStateError("not a transactional producer (no transactional_id)")
+        if self._closed:
+            raise errors.ClientError("producer is closed")
+        return self._txn
+
+    def _await_txn(self, req: TxnRequest | None, timeout: float | None, what: str) -> None:
+        """Wait until the sender has the coordinator's answer to `req`; raise its error."""
+        if req is None:
+            return
+        self._sender.wakeup()
+        cond = self._txn_cond
+        with cond:
+            done = cond.wait_for(lambda: req.done, timeout=timeout)
+        if not done:
+            raise errors.KafkaTimeoutError(
+                f"{what} did not complete within {timeout} s (call it again to keep waiting)")
+        if req.error is not None:
+            raise req.error
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the transactional id's producer id and a new epoch from its coordinator: every
+        older producer with this id is fenced (its requests fail with ProducerFencedError) and
+        a transaction it left open is aborted first. Call once, before the first transaction;
+        after a KafkaTimeoutError, call again to keep waiting."""
+        txn = self._transactions()
+        with self._txn_cond:
+            req = txn.begin_init()
+        self._await_txn(req, timeout, "init_transactions")
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (local only: the coordinator hears of it with its first
+        partition or offsets)."""
+        txn = self._transactions()
+        with self._txn_cond:
+            txn.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                                    group_metadata: "ConsumerGroupMetadata | str",
+                                    timeout: float | None = None) -> None:
+        """Commit a consumer group's offsets (the next offset to read, per partition) as part
+        of this transaction (KIP-447: `group_metadata` is `consumer.group_metadata()`, checked
+        against the group's generation; a group id alone skips that check). They count only if
+        the transaction commits."""
+        txn = self._transactions()
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not group_metadata.group_id:
+            raise ValueError("send_offsets_to_transaction needs a group id")
+        offsets = {TopicPartition(*tp): om for tp, om in offsets.items()}
+        with self._txn_cond:
+            req = txn.begin_send_offsets(offsets, group_metadata)
+        self._await_txn(req, timeout, "send_offsets_to_transaction")
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every record of the transaction, then commit it: once this returns, the
+        records (and offsets) are committed and read_committed consumers will see them. An
+        abortable error (a record that failed) leaves the transaction to abort_transaction();
+        after a KafkaTimeoutError, call again to keep waiting."""
+        txn = self._transactions()
+        with self._txn_cond:
+            if txn.state is TxnState.COMMITTING_TRANSACTION and txn.requests:
+                req = txn.requests[-1] if txn.requests[-1].api == _END_TXN else None
+            else:
+                req = txn.begin_commit()
+        acc = self._accumulator
+        acc.begin_flush()
+        try:
+            self._sender.wakeup()
+            if req is None:
+                self._wait_batches(acc.incomplete(), timeout, "commit_transaction")
+                with self._txn_cond:
+                    if txn.state is TxnState.ABORTABLE_ERROR:
+                        raise txn.last_error   # type: ignore[misc]
+                return
+            self._await_txn(req, timeout, "commit_transaction")
+        finally:
+            acc.end_flush()
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet are dropped (their futures fail with
+        TransactionAbortedError), those in flight are waited for, then the coordinator writes
+        ABORT markers: read_committed consumers never see any of it. After an abortable error
+        this is how to go on."""
+        txn = self._transactions()
+        with self._txn_cond:
+            if txn.state is TxnState.ABORTING_TRANSACTION and txn.requests:
+                req = txn.requests[-1]
+            else:
+                req = txn.begin_abort()
+        pending = self._accumulator.incomplete()
+        self._sender.wakeup()
+        self._wait_batches(pending, timeout, "abort_transaction")
+        self._await_txn(req, timeout, "abort_transaction")
+        # an epoch bump (KIP-360) queued by the abort: wait for it too
+        with self._txn_cond:
+            bump = txn.requests[0] if txn.state is TxnState.INITIALIZING and txn.requests \
+                else None
+        self._await_txn(bump, timeout, "abort_transaction (epoch bump)")
+
+    def _wait_batches(self, batches, timeout: float | None, what: str) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for batch in batches:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if not batch.result.wait(left):
+                raise errors.KafkaTimeoutError(f"{what}: records not completed within {timeout} s")
+
+    @property
+    def transaction_state(self) -> str | None:
+        """The transactional producer's state name (Kafka's), None without transactions."""
+        return self._txn.state.value if self._txn is not None else None
+
     @property
     def idempotent(self) -> bool:
         """True while batches carry producer id/epoch/sequences (False after a fallback)."""
@@ -605,6 +763,9 @@ class KafkaProducer(Producer):
             except BaseException:
                 self.close(timeout=0)
                 raise
+
+
+_END_TXN = header_pb2.ApiKey.END_TXN
 
 
 def _as_bytes(v, what: str):

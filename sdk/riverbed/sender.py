@@ -13,6 +13,12 @@ batches from the answers (Kafka's Sender). One thread runs `run()`; `run_once()`
   partition). With idempotence the IdempotenceState classifies sequence errors (Kafka's rules).
 - request_timeout_ms: a request not answered in time counts as the gateway lost: move to the
   next gateway, and retry everything that was in flight there.
+- Transactions (a transactional producer, riverbed.transactions): each step first fails the
+  queued batches of an aborted transaction, adds the transaction's new partitions at the
+  coordinator (ADD_PARTITIONS_TO_TXN, before any of their batches may be drained), and sends the
+  next coordinator request the application queued (INIT_PRODUCER_ID v1, ADD_OFFSETS_TO_TXN,
+  TXN_OFFSET_COMMIT, END_TXN once every batch of the transaction completed), one blocking call
+  at a time, answers kept for recv(); a batch failing for good makes the transaction abortable.
 """
 from __future__ import annotations
 
@@ -134,6 +140,10 @@ class Sender:
         self._metadata_fetched_ms = -float("inf")
         self.metadata_error: BaseException | None = None
         self._pid_next_ms = 0.0            # earliest next INIT_PRODUCER_ID attempt
+        # A transactional producer's TransactionManager and the condition its callers wait on
+        # (riverbed.producer sets both; the condition's lock guards the manager).
+        self.transactions = None
+        self.txn_cond: Any = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -193,7 +203,11 @@ class Sender:
         """Everything of one step but the socket poll: producer id, epoch bump, expiry, drain,
         send. Returns how long the sender may sleep (ms) before something becomes ready."""
         idem = self.idempotence
-        if idem is not None and idem.needs_producer_id and now >= self._pid_next_ms:
+        txn_delay = None
+        if self.transactions is not None:
+            txn_delay = self._transactional_step(now)
+            now = _now_ms()
+        elif idem is not None and idem.needs_producer_id and now >= self._pid_next_ms:
             self._init_producer_id(now)
         if idem is not None and idem.epoch_bump_pending:
             idem.bump_epoch_if_possible()
@@ -218,9 +232,60 @@ class Sender:
                 delay = 0
         if throttled:
             delay = max(delay, self.throttle_until_ms - now)
-        if idem is not None and idem.needs_producer_id:
+        if idem is not None and idem.needs_producer_id and self.transactions is None:
             delay = min(delay, max(self._pid_next_ms - now, 0))
+        if txn_delay is not None:
+            delay = min(delay, txn_delay)
         return delay
+
+    # -- transactions -----------------------------------------------------------------------------
+    def _transactional_step(self, now: float) -> float | None:
+        """One coordinator request of a transactional producer, if one is due (see the module
+        doc). Returns how soon the next may be (ms), or None when nothing waits."""
+        txn = self.transactions
+        cond = self.txn_cond
+        with cond:
+            abort = txn.take_abort_undrained()
+        if abort:
+            for b in self.acc.abort_all():
+                self._fail(b, errors.TransactionAbortedError(
+                    f"{b.record_count} record(s) for {b.tp.topic}-{b.tp.partition} not sent: "
+                    "the transaction was aborted"))
+            with cond:
+                cond.notify_all()
+        incomplete = None
+        with cond:
+            tps = txn.partitions_to_add(now)
+            req = txn.add_partitions_request(tps) if tps else txn.next_request(now)
+            if req is not None and not tps and txn.end_waits_for_batches(req):
+                incomplete = req
+        if incomplete is not None and self.acc.incomplete():
+            req = None           # EndTxn after the transaction's last batch (an answer wakes us)
+        if req is None:
+            with cond:
+                waits = [r.next_attempt_ms for r in txn.requests
+                         if not r.done and r is not incomplete]
+                if txn.new_partitions - txn.partitions and not txn.adding:
+                    waits.append(txn.add_retry_at_ms)
+            return max(min(waits) - now, 0) if waits else None
+        chan = self.conn._channel
+        try:
+            body = self.conn.call(req.api, req.body, timeout_ms=self.request_timeout_ms,
+                                  api_version=req.api_version).body
+            failure = None
+        except errors.RiverbedError as e:
+            body, failure = None, e
+            if isinstance(e, errors.RequestTimedOutError):
+                self._metadata_wanted = True
+        if self.conn._channel is not chan:
+            # the call moved to another gateway: what was in flight on the old one is lost
+            self._metadata_wanted = True
+            self._fail_in_flight_retriable(_NETWORK_EXCEPTION, "gateway lost during a "
+                                           "transactional request")
+        with cond:
+            txn.handle_answer(req, body, _now_ms(), self.retry_backoff_ms, failure)
+            cond.notify_all()
+        return 0
 
     # -- producer id ------------------------------------------------------------------------------
     def _init_producer_id(self, now: float) -> None:
@@ -548,6 +613,11 @@ class Sender:
     def _fail(self, batch: ProducerBatch, err: BaseException) -> None:
         if not batch.result.is_done:
             self.metrics.failed(batch.record_count, _error_name(err), _now_ms())
+            txn = self.transactions
+            if txn is not None and not isinstance(err, errors.TransactionAbortedError):
+                with self.txn_cond:
+                    txn.batch_failed(err)
+                    self.txn_cond.notify_all()
         if self.acc.guarantee_order:
             self.acc.unmute(batch.tp)
         self.acc.deallocate(batch)

@@ -173,3 +173,25 @@ class ConfigEntry:
     name: str
     value: str
     is_default: bool = False
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """One transactional id as `Admin.list_transactions` finds it (Kafka's TransactionListing)."""
+    transactional_id: str
+    producer_id: int
+    state: str                  # Kafka's names: Empty, Ongoing, PrepareCommit, CompleteCommit...
+    coordinator_id: int = -1
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """A transactional id's state at its coordinator (Kafka's TransactionDescription)."""
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int          # -1 when no transaction is open
+    topic_partitions: tuple[TopicPartition, ...]

@@ -28,7 +28,7 @@ LATEST = -1
 
 class PartitionState:
     __slots__ = ("position", "fetch_offset", "reset_to", "buffered", "backoff_until_ms",
-                 "epoch", "high_watermark", "paused")
+                 "epoch", "high_watermark", "last_stable_offset", "paused")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -38,6 +38,7 @@ class PartitionState:
         self.backoff_until_ms = 0.0
         self.epoch = 0                            # bumped by seeks: drops older answers
         self.high_watermark = -1
+        self.last_stable_offset = -1
         self.paused = False
 
     def seek(self, offset: int | None, reset_to: int | None = None) -> None:

@@ -1,9 +1,11 @@
-"""Shard hosting for a sharded role (group coordinator, offset manager): ZooKeeper membership and
-shard ownership, and reading/writing the shards, i.e. the partitions of `__consumer_offsets`.
+"""Shard hosting for a sharded role (group coordinator, offset manager, transaction coordinator):
+ZooKeeper membership and shard ownership, and reading/writing the shards, i.e. the partitions of
+the role's internal topic (`__consumer_offsets`, `__transaction_state`: `ShardTopic`).
 
-Shared by both roles (it lives in services/common because no service imports another).
+Shared by the roles (it lives in services/common because no service imports another).
 
-ZooKeeper (paths in services.common.znodes, `root` = GROUP_COORDINATORS or OFFSET_MANAGERS):
+ZooKeeper (paths in services.common.znodes, `root` = GROUP_COORDINATORS, OFFSET_MANAGERS or
+TRANSACTION_COORDINATORS):
 - `<root>/ids/<id>` (ephemeral, endpoint): this instance is alive; re-created after a new session.
 - shards are divided among the live ids deterministically: shard s belongs to
   sorted(live ids)[s % n] (`desired_shards`). An instance takes a shard by creating the
@@ -11,20 +13,26 @@ ZooKeeper (paths in services.common.znodes, `root` = GROUP_COORDINATORS or OFFSE
   session expires, a live one until it sees the new membership and lets go) it waits and retries.
   It gives a shard up by unloading it and deleting the znode. Session LOST: every shard is
   unloaded (the ephemerals are gone); the next session registers and takes them again.
+- with `coordinator_epochs` (transaction coordinators): after taking shard s, `<root>/epochs/<s>`
+  is set; its new version is the coordinator epoch handed to `shard_load_started`. Versions only
+  grow, so each owner of a shard has a larger epoch than every owner before it.
 
 Loading a shard: FETCH the partition from its leader (learnt from the controller's metadata
 snapshots: its PUB feed, and METADATA at the controller) from offset 0 (or the log start) up to
-the high watermark, handing every record to `listener.replay`, then `shard_load_completed`.
-With `tail=True` (the offset manager) it keeps long-polling the partition into `replay`
-afterwards, so records other writers append (the group coordinator's group records) arrive.
+the high watermark, handing every record to `listener.replay` (a transactional record with its
+producer id), every transaction marker to `listener.replay_control`, then
+`shard_load_completed`. With `tail=True` (the offset manager) it keeps long-polling the
+partition into `replay` afterwards, so records other writers append (the group coordinator's
+group records, the transaction coordinators' markers) arrive.
 
 Writing (`append`): one record batch PRODUCEd with acks=all (offsets.commit.required.acks) to the
-shard's leader, timeout offsets.commit.timeout.ms; returns (error_code, base_offset).
+shard's leader, timeout the topic's commit timeout; returns (error_code, base_offset). With a
+producer id the batch is a transactional one of that producer (TXN_OFFSET_COMMIT).
 
-The topic: if `__consumer_offsets` is missing once metadata is known, CREATE_TOPICS at the
-active controller (from /controller) with offsets.topic.num.partitions, the replication factor
-capped at the live storage nodes (WARNING), cleanup.policy=compact and
-offsets.topic.segment.bytes; TOPIC_ALREADY_EXISTS is success (another instance was first).
+The topic: if it is missing once metadata is known, CREATE_TOPICS at the active controller (from
+/controller) with its partition count, the replication factor capped at the live storage nodes
+(WARNING), cleanup.policy=compact, its segment.bytes and min.insync.replicas (capped at the
+replication factor); TOPIC_ALREADY_EXISTS is success (another instance was first).
 
 Threads: kazoo callbacks only hand their input to the loop (`call_soon_threadsafe`); blocking
 ZooKeeper calls run in `asyncio.to_thread`. The listener is called on the event loop.
@@ -45,10 +53,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from riverbed import errors
 from riverbed._proto.v1 import (controller_pb2, fetch_pb2, header_pb2, list_offsets_pb2, metadata_pb2,
                                  produce_pb2)
-from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC, StoredRecord
+from riverbed.coordinator.offsets_topic import StoredControl, StoredRecord
 from riverbed.records import build_batch, decode_batch, iter_batches
+from riverbed.records.control import read_control_record
 from services.common import rpc, zk, znodes
 from services.common.controller_feed import ControllerFeed
+from services.common.sharded_role import ShardTopic
 
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
@@ -60,8 +70,8 @@ RECONCILE_INTERVAL_S = 0.25
 LOAD_RETRY_S = 0.2
 # While tailing, how long one FETCH may wait for new records at the leader.
 TAIL_MAX_WAIT_MS = 500
-# Creating __consumer_offsets: wait this long for more storage nodes to register before capping
-# the replication factor at those alive.
+# Creating the topic: wait this long for more storage nodes to register before capping the
+# replication factor at those alive.
 CREATE_WAIT_FOR_NODES_S = 3.0
 REGISTER_RETRY_S = 0.2
 
@@ -69,8 +79,9 @@ log = logging.getLogger(__name__)
 
 
 class ShardListener(Protocol):
-    def shard_load_started(self, shard: int) -> None: ...
+    def shard_load_started(self, shard: int, coordinator_epoch: int) -> None: ...
     def replay(self, record: StoredRecord) -> None: ...
+    def replay_control(self, control: StoredControl) -> None: ...
     def shard_load_completed(self, shard: int) -> None: ...
     def shard_unloaded(self, shard: int) -> None: ...
     def topics_changed(self, partition_counts: Mapping[str, int]) -> None: ...
@@ -86,21 +97,22 @@ def desired_shards(instance_id: int, live_ids: Iterable[int], num_shards: int) -
 
 @dataclass(frozen=True, slots=True)
 class ShardHostConfig:
-    root: str                        # znodes.GROUP_COORDINATORS or znodes.OFFSET_MANAGERS
+    root: str                        # znodes.GROUP_COORDINATORS, OFFSET_MANAGERS, ...
     instance_id: int
     endpoint: str                    # this instance's ROUTER, for the znodes
     zookeeper_connect: str
     zookeeper_session_timeout_ms: int
     zookeeper_connection_timeout_ms: int
-    num_shards: int                  # offsets.topic.num.partitions
-    replication_factor: int          # offsets.topic.replication.factor
-    segment_bytes: int               # offsets.topic.segment.bytes
-    commit_timeout_ms: int           # offsets.commit.timeout.ms
+    topic: ShardTopic                # the topic, partitions, replication, commit timeout...
     required_acks: int               # offsets.commit.required.acks (-1)
-    load_buffer_size: int            # offsets.load.buffer.size
     request_timeout_ms: int
     max_message_bytes: int           # socket.request.max.bytes, for our DEALERs
     tail: bool                       # keep reading owned shards after loading
+    coordinator_epochs: bool = False  # bump <root>/epochs/<shard> on taking a shard
+
+    @property
+    def num_shards(self) -> int:
+        return self.topic.num_partitions
 
 
 class _Prefixed(logging.LoggerAdapter):
@@ -132,6 +144,7 @@ class ShardHost:
         self._owned: dict[int, asyncio.Task] = {}    # shard -> its loader task
         self._loaded: set[int] = set()
         self._topic_ready = False
+        self._topic_wanted = asyncio.Event()
         self._refreshing: asyncio.Task | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -270,22 +283,26 @@ class ShardHost:
         claimed = await asyncio.to_thread(self._claim, missing, session)
         if self._registered_session != session:
             return                      # the session changed meanwhile: the claims are void
-        for shard in claimed:
+        for shard, epoch in claimed:
             if shard in self._owned:
                 continue
             if shard not in desired_shards(cfg.instance_id, self._live_ids, cfg.num_shards):
                 # membership changed while claiming: let it go again at once
                 asyncio.get_running_loop().create_task(asyncio.to_thread(self._delete_owner, shard))
                 continue
-            self.log.info("took shard %d", shard)
-            self.listener.shard_load_started(shard)
+            if epoch >= 0:
+                self.log.info("took shard %d (coordinator epoch %d)", shard, epoch)
+            else:
+                self.log.info("took shard %d", shard)
+            self.listener.shard_load_started(shard, epoch)
             self._owned[shard] = asyncio.get_running_loop().create_task(
                 self._read_shard(shard), name=f"shard-{shard}")
 
-    def _claim(self, shards: list[int], session_id: int) -> list[int]:
-        """Create <root>/shards/<s> for each shard not held by someone else (blocking; a thread)."""
+    def _claim(self, shards: list[int], session_id: int) -> list[tuple[int, int]]:
+        """Create <root>/shards/<s> for each shard not held by someone else (blocking; a thread).
+        Returns (shard, coordinator epoch) pairs; the epoch is -1 without `coordinator_epochs`."""
         cfg = self.config
-        got = []
+        got: list[int] = []
         for shard in shards:
             path = znodes.shard_owner_path(cfg.root, shard)
             data = znodes.encode_shard_owner(znodes.ShardOwner(
@@ -303,7 +320,30 @@ class ShardHost:
             except Exception as e:  # noqa: BLE001 - ZooKeeper hiccup: next round
                 self.log.warning("could not claim shard %d: %r", shard, e)
                 break
-        return got
+        if not cfg.coordinator_epochs:
+            return [(s, -1) for s in got]
+        out = []
+        for shard in got:
+            try:
+                out.append((shard, self._bump_epoch(shard)))
+            except Exception as e:  # noqa: BLE001 - ZooKeeper hiccup: give it back, next round
+                self.log.warning("could not bump the epoch of shard %d: %r", shard, e)
+                self._delete_owner(shard)
+        return out
+
+    def _bump_epoch(self, shard: int) -> int:
+        """Set <root>/epochs/<shard> (created at version 0 when missing): the new version is this
+        owner's coordinator epoch. Only the owner of the shard's ephemeral writes it."""
+        path = znodes.shard_epoch_path(self.config.root, shard)
+        try:
+            stat = self._zk.set(path, znodes.encode_shard_epoch())
+        except NoNodeError:
+            try:
+                self._zk.create(path, znodes.encode_shard_epoch(), makepath=True)
+            except NodeExistsError:
+                pass
+            stat = self._zk.set(path, znodes.encode_shard_epoch())
+        return stat.version
 
     def _release(self, shard: int, *, delete_znode: bool) -> None:
         task = self._owned.pop(shard, None)
@@ -327,21 +367,25 @@ class ShardHost:
     # -- reading a shard ------------------------------------------------------------------
     async def _read_shard(self, shard: int) -> None:
         cfg = self.config
+        topic = cfg.topic.name
         offset = 0
-        max_bytes = cfg.load_buffer_size
+        max_bytes = cfg.topic.load_buffer_size
         loaded = False
         started = time.monotonic()
         records = 0
         while True:
             leader = self.leader_endpoint(shard)
             if leader is None:
+                if self.topic_exists(topic) is False:
+                    await self._wait_metadata(1.0)   # not created yet: the feed says when it is
+                    continue
                 self.refresh_metadata_soon()
                 await asyncio.sleep(LOAD_RETRY_S)
                 continue
             wait_ms = TAIL_MAX_WAIT_MS if loaded else 0
             req = fetch_pb2.FetchRequest(
                 replica_id=-1, max_wait_ms=wait_ms, min_bytes=1 if loaded else 0, max_bytes=0,
-                topics=[fetch_pb2.FetchTopic(name=OFFSETS_TOPIC, partitions=[fetch_pb2.FetchPartition(
+                topics=[fetch_pb2.FetchTopic(name=topic, partitions=[fetch_pb2.FetchPartition(
                     partition=shard, fetch_offset=offset, partition_max_bytes=max_bytes,
                     current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)])])
             try:
@@ -370,10 +414,20 @@ class ShardHost:
                     whole += 1
                     if header.next_offset <= offset:
                         continue
-                    if not header.is_control:
+                    if header.is_control:
+                        if header.producer_id >= 0 and header.base_offset >= offset:
+                            marker = read_control_record(data, pos)
+                            if marker.coordinator_epoch >= 0:     # a transaction marker
+                                self.listener.replay_control(StoredControl(
+                                    shard, header.base_offset, header.producer_id,
+                                    header.producer_epoch, marker.commit))
+                    else:
+                        pid = header.producer_id if header.is_transactional else -1
+                        epoch = header.producer_epoch if header.is_transactional else -1
                         for rec in decode_batch(data, pos):
                             if rec.offset >= offset and rec.key is not None:
-                                self.listener.replay(StoredRecord(shard, rec.offset, rec.key, rec.value))
+                                self.listener.replay(StoredRecord(shard, rec.offset, rec.key,
+                                                                  rec.value, pid, epoch))
                                 records += 1
                     offset = header.next_offset
             except errors.CorruptMessageError as e:
@@ -392,24 +446,33 @@ class ShardHost:
                     max_bytes = min(max_bytes * 2, cfg.max_message_bytes)   # one batch is bigger
 
     # -- writing --------------------------------------------------------------------------
-    async def append(self, shard: int, records: Iterable[tuple[bytes, bytes | None]]) -> tuple[int, int]:
-        """Append records (one batch) to the shard with acks=all; (error_code, base_offset)."""
+    async def append(self, shard: int, records: Iterable[tuple[bytes, bytes | None]], *,
+                     producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+        """Append records (one batch) to the shard with acks=all; (error_code, base_offset).
+        With `producer_id` >= 0, a transactional batch of that producer and epoch (base
+        sequence -1: the storage node takes a coordinator's transactional write unsequenced)."""
         cfg = self.config
+        commit_timeout_ms = cfg.topic.commit_timeout_ms
         leader = self.leader_endpoint(shard)
         if leader is None:
-            await self.refresh_metadata(cfg.commit_timeout_ms // 2)
+            await self.refresh_metadata(commit_timeout_ms // 2)
             leader = self.leader_endpoint(shard)
             if leader is None:
                 return E.UNKNOWN_TOPIC_OR_PARTITION, -1    # -> COORDINATOR_NOT_AVAILABLE
         now_ms = int(time.time() * 1000)
-        batch = build_batch([(now_ms, k, v) for k, v in records])
+        if producer_id >= 0:
+            batch = build_batch([(now_ms, k, v) for k, v in records], producer_id=producer_id,
+                                producer_epoch=producer_epoch, base_sequence=-1,
+                                is_transactional=True)
+        else:
+            batch = build_batch([(now_ms, k, v) for k, v in records])
         req = produce_pb2.ProduceRequest(
-            acks=cfg.required_acks, timeout_ms=cfg.commit_timeout_ms,
-            topics=[produce_pb2.ProduceTopic(name=OFFSETS_TOPIC,
+            acks=cfg.required_acks, timeout_ms=commit_timeout_ms,
+            topics=[produce_pb2.ProduceTopic(name=cfg.topic.name,
                                              partitions=[produce_pb2.ProducePartition(partition=shard)])])
         try:
             resp = await self._pool.get(leader).call(
-                ApiKey.PRODUCE, req, payloads=[batch], timeout_ms=cfg.commit_timeout_ms + 1000)
+                ApiKey.PRODUCE, req, payloads=[batch], timeout_ms=commit_timeout_ms + 1000)
             pr = resp.body.topics[0].partitions[0]
         except errors.KafkaError as e:
             self.log.warning("writing to shard %d failed: %s", shard, e)
@@ -464,13 +527,31 @@ class ShardHost:
 
     # -- metadata -------------------------------------------------------------------------
     def leader_endpoint(self, shard: int) -> str | None:
-        t = self._topics.get(OFFSETS_TOPIC)
+        return self.partition_leader(self.config.topic.name, shard)[1]
+
+    def partition_leader(self, topic: str, partition: int) -> tuple[int, str | None]:
+        """(leader node id, its endpoint) of any partition from the metadata snapshot: (-1, None)
+        when unknown; a node id with None when that node is not live."""
+        t = self._topics.get(topic)
         if t is None:
-            return None
+            return -1, None
         for p in t.partitions:
-            if p.partition == shard:
-                return self._brokers.get(p.leader) if p.leader >= 0 else None
-        return None
+            if p.partition == partition:
+                if p.leader < 0:
+                    return -1, None
+                return p.leader, self._brokers.get(p.leader)
+        return -1, None
+
+    def topic_exists(self, topic: str) -> bool | None:
+        """Whether `topic` is in the metadata snapshot (None before the first snapshot)."""
+        if self._stamp is None:
+            return None
+        return topic in self._topics
+
+    @property
+    def pool(self) -> rpc.ChannelPool:
+        """The host's DEALER channels (the transaction coordinator sends its markers on them)."""
+        return self._pool
 
     async def _subscribe_loop(self) -> None:
         while True:
@@ -524,64 +605,105 @@ class ShardHost:
         self._apply((b.controller_epoch, b.metadata_version), b.brokers, b.topics)
 
     async def _ensure_offsets_topic(self) -> None:
-        """Create __consumer_offsets when missing (once metadata says so); then return."""
+        """Create the role's topic when missing (once metadata says so); then return."""
         cfg = self.config
+        st = cfg.topic
         first_short_of_nodes: float | None = None
         while True:
             if self._stamp is None:
                 self.refresh_metadata_soon()
                 await self._wait_metadata(1.0)
                 continue
-            topic = self._topics.get(OFFSETS_TOPIC)
+            topic = self._topics.get(st.name)
+            if topic is None and st.create_on_demand and not self._topic_wanted.is_set():
+                await self._wait_topic_wanted(5.0)
+                continue
             if topic is not None:
-                if len(topic.partitions) != cfg.num_shards:
-                    self.log.error("%s has %d partitions but offsets.topic.num.partitions=%d: "
+                if len(topic.partitions) != st.num_partitions:
+                    self.log.error("%s has %d partitions but the role is configured for %d: "
                                    "shards beyond the topic never load; fix the config",
-                                   OFFSETS_TOPIC, len(topic.partitions), cfg.num_shards)
+                                   st.name, len(topic.partitions), st.num_partitions)
                 self._topic_ready = True
                 return
             live = len(self._brokers)
-            if live < cfg.replication_factor:
+            if live < st.replication_factor:
                 now = time.monotonic()
                 first_short_of_nodes = first_short_of_nodes or now
                 if live == 0 or now - first_short_of_nodes < CREATE_WAIT_FOR_NODES_S:
                     self.refresh_metadata_soon()
                     await self._wait_metadata(0.5)
                     continue
-            rf = min(cfg.replication_factor, live)
-            if rf < cfg.replication_factor:
+            rf = min(st.replication_factor, live)
+            if rf < st.replication_factor:
                 self.log.warning("creating %s with replication factor %d: only %d live storage "
-                                 "nodes (offsets.topic.replication.factor=%d)", OFFSETS_TOPIC, rf,
-                                 live, cfg.replication_factor)
+                                 "nodes (configured: %d)", st.name, rf, live, st.replication_factor)
             code = await self._create_offsets_topic(rf)
             if code in (E.NONE, E.TOPIC_ALREADY_EXISTS):
                 if code == E.NONE:
                     self.log.info("created %s: %d partitions, replication factor %d",
-                                  OFFSETS_TOPIC, cfg.num_shards, rf)
+                                  st.name, st.num_partitions, rf)
                 await self.refresh_metadata(cfg.request_timeout_ms)
                 continue
             await asyncio.sleep(1.0)
 
     async def _create_offsets_topic(self, rf: int) -> int:
         cfg = self.config
+        st = cfg.topic
         info = self._controller.current
         if info is None or not info.endpoint:
             return E.NOT_CONTROLLER
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(st.segment_bytes)}
+        if st.min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(max(1, min(st.min_insync_replicas, rf)))
         req = controller_pb2.CreateTopicsRequest(timeout_ms=cfg.request_timeout_ms, topics=[
             controller_pb2.CreatableTopic(
-                name=OFFSETS_TOPIC, num_partitions=cfg.num_shards, replication_factor=rf,
-                configs={"cleanup.policy": "compact", "segment.bytes": str(cfg.segment_bytes)})])
+                name=st.name, num_partitions=st.num_partitions, replication_factor=rf,
+                configs=configs)])
         try:
             resp = await self._pool.get(info.endpoint).call(
                 ApiKey.CREATE_TOPICS, req, timeout_ms=cfg.request_timeout_ms * 2)
         except errors.KafkaError as e:
-            self.log.warning("creating %s at controller %d: %s", OFFSETS_TOPIC, info.controller_id, e)
+            self.log.warning("creating %s at controller %d: %s", st.name, info.controller_id, e)
             return e.code
         result = resp.body.topics[0]
         if result.error_code not in (E.NONE, E.TOPIC_ALREADY_EXISTS):
-            self.log.warning("creating %s: %s %s", OFFSETS_TOPIC, E.Name(result.error_code),
+            self.log.warning("creating %s: %s %s", st.name, E.Name(result.error_code),
                              result.error_message)
         return result.error_code
+
+    async def call_controller(self, api: int, body, timeout_ms: int):
+        """`body` at the active controller (from /controller); NOT_CONTROLLER or a lost channel
+        is retried on whoever is active then, 3 calls at most. Returns the response body;
+        raises errors.KafkaError (NotControllerError when none is known)."""
+        last: errors.KafkaError | None = None
+        for attempt in range(3):
+            info = self._controller.current
+            if info is None or not info.endpoint:
+                last = errors.NotControllerError("no active controller")
+            else:
+                try:
+                    resp = await self._pool.get(info.endpoint).call(api, body,
+                                                                    timeout_ms=timeout_ms)
+                    return resp.body
+                except (errors.NotControllerError, errors.NetworkError) as e:
+                    last = e
+            if attempt < 2:
+                await asyncio.sleep(LOAD_RETRY_S)
+        assert last is not None
+        raise last
+
+    def request_topic(self) -> None:
+        """A request needs the topic (ShardTopic.create_on_demand): create it if missing."""
+        if not self._topic_wanted.is_set():
+            self.log.info("%s is needed: creating it if missing", self.config.topic.name)
+            self._topic_wanted.set()
+
+    async def _wait_topic_wanted(self, timeout_s: float) -> None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._topic_wanted.wait()
+        except TimeoutError:
+            pass
 
     async def _wait_metadata(self, timeout_s: float) -> None:
         self._metadata_changed.clear()

@@ -1,10 +1,12 @@
-"""The shell of a sharded role (group coordinator, offset manager): the role's pure core behind a
-ROUTER, its shards hosted by a ShardHost, a tick task driving the core's timers.
+"""The shell of a sharded role (group coordinator, offset manager, transaction coordinator): the
+role's pure core behind a ROUTER, its shards hosted by a ShardHost, a tick task driving the
+core's timers.
 
 Requests (normally forwarded by a gateway) become the role's `RequestReceived` inputs; the handler
 waits for the `Reply` effect naming its request id. `AppendRecords` effects are written by the
 ShardHost and fed back as `WriteCompleted`. Shard ownership changes become ShardLoad*/
-ShardUnloaded inputs, and every record read from a shard goes to the core's `replay`.
+ShardUnloaded inputs, and every record read from a shard goes to the core's `replay` (every
+transaction marker to its `replay_control`, when it has one).
 
 The core sees wall-clock milliseconds (its timestamps are stored in __consumer_offsets and read
 by other instances); deadlines are compared against the same clock.
@@ -21,14 +23,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from riverbed.coordinator.offsets_topic import StoredRecord
+from riverbed.coordinator.offsets_topic import StoredControl, StoredRecord
 from services.common import rpc
 from services.common.metrics_core import RequestMetrics
 from services.common.telemetry import Telemetry
 from services.common.shard_host import ShardHost, ShardHostConfig
 from services.common.sharded_role import (
-    AppendRecords, Reply, ShardedRoleConfig, ShardLoadCompleted, ShardLoadStarted, ShardUnloaded,
-    WriteCompleted,
+    AppendRecords, Reply, ShardedServiceConfig, ShardLoadCompleted, ShardLoadStarted,
+    ShardUnloaded, WriteCompleted,
 )
 
 log = logging.getLogger(__name__)
@@ -46,10 +48,13 @@ class ShardedService:
     apis: tuple[int, ...] = ()       # the ApiKeys this role serves, all through `_request`
     tick_s: float = 1.0              # how often the core's tick runs
 
-    def __init__(self, config: ShardedRoleConfig, core: Any, *, name: str, root: str,
-                 instance_id: int, required_acks: int, tail: bool):
-        """`core` has handle(event, now_ms), tick(now_ms), replay(record), check_invariants();
-        `root` is the role's znode root, `tail` whether owned shards are read past loading."""
+    def __init__(self, config: ShardedServiceConfig, core: Any, *, name: str, root: str,
+                 instance_id: int, required_acks: int, tail: bool,
+                 coordinator_epochs: bool = False):
+        """`core` has handle(event, now_ms), tick(now_ms), replay(record), check_invariants()
+        (and replay_control(control) if it cares about transaction markers); `root` is the
+        role's znode root, `tail` whether owned shards are read past loading,
+        `coordinator_epochs` whether taking a shard bumps its epoch znode."""
         self.config = config
         self.name = name
         self.core = core
@@ -58,13 +63,10 @@ class ShardedService:
             endpoint=config.endpoint, zookeeper_connect=config.zookeeper_connect,
             zookeeper_session_timeout_ms=config.zookeeper_session_timeout_ms,
             zookeeper_connection_timeout_ms=config.zookeeper_connection_timeout_ms,
-            num_shards=config.offsets_topic_num_partitions,
-            replication_factor=config.offsets_topic_replication_factor,
-            segment_bytes=config.offsets_topic_segment_bytes,
-            commit_timeout_ms=config.offsets_commit_timeout_ms, required_acks=required_acks,
-            load_buffer_size=config.offsets_load_buffer_size,
+            topic=config.shard_topic(), required_acks=required_acks,
             request_timeout_ms=config.request_timeout_ms,
-            max_message_bytes=config.socket_request_max_bytes, tail=tail), self, name=name)
+            max_message_bytes=config.socket_request_max_bytes, tail=tail,
+            coordinator_epochs=coordinator_epochs), self, name=name)
         self._waiters: dict[int, asyncio.Future] = {}
         self._next_request_id = 1
         self._writes: set[asyncio.Task] = set()
@@ -90,8 +92,10 @@ class ShardedService:
                                            "OFFSET_COMMIT, remote = the write to the log)")
         self.telemetry.counter(f"{prefix}.request.errors", rm.errors_obs,
                                description="error answers per API and error")
-        self.telemetry.gauge(f"{prefix}.shards", lambda: [(len(self.host.owned_shards()), {})],
-                             description="__consumer_offsets partitions this instance owns")
+        self.telemetry.gauge(f"{prefix}.shards", lambda: [(len(self.host.owned_shards), {})],
+                             description="partitions of the role's internal topic "
+                                         "(__consumer_offsets, __transaction_state) this "
+                                         "instance owns")
         self.register_metrics(self.telemetry)
         self.telemetry.start()
         try:
@@ -155,7 +159,9 @@ class ShardedService:
                 raise TypeError(f"unknown effect {eff!r}")
 
     async def _write(self, eff: AppendRecords) -> None:
-        code, base_offset = await self.host.append(eff.shard, eff.records)
+        code, base_offset = await self.host.append(eff.shard, eff.records,
+                                                   producer_id=eff.producer_id,
+                                                   producer_epoch=eff.producer_epoch)
         self._perform(self.core.handle(WriteCompleted(eff.write_id, code, base_offset), now_ms()))
 
     async def _request(self, req: rpc.Request) -> rpc.Reply:
@@ -183,11 +189,16 @@ class ShardedService:
             self.core.check_invariants()
 
     # -- ShardListener (called on the loop by the ShardHost) ------------------------------
-    def shard_load_started(self, shard: int) -> None:
-        self._perform(self.core.handle(ShardLoadStarted(shard), now_ms()))
+    def shard_load_started(self, shard: int, coordinator_epoch: int = -1) -> None:
+        self._perform(self.core.handle(ShardLoadStarted(shard, coordinator_epoch), now_ms()))
 
     def replay(self, record: StoredRecord) -> None:
         self.core.replay(record)
+
+    def replay_control(self, control: StoredControl) -> None:
+        replay_control = getattr(self.core, "replay_control", None)
+        if replay_control is not None:
+            self._perform(replay_control(control))
 
     def shard_load_completed(self, shard: int) -> None:
         self._perform(self.core.handle(ShardLoadCompleted(shard), now_ms()))

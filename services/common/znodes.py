@@ -25,6 +25,9 @@ missing or mistyped field, a version below 1.
 | /riverbed/group_coordinators/shards/<shard>           | yes | ShardOwner                     |
 | /riverbed/offset_managers/ids/<id>                    | yes | CoordinatorInstance            |
 | /riverbed/offset_managers/shards/<shard>              | yes | ShardOwner                     |
+| /riverbed/transaction_coordinators/ids/<id>           | yes | CoordinatorInstance            |
+| /riverbed/transaction_coordinators/shards/<shard>     | yes | ShardOwner                     |
+| /riverbed/transaction_coordinators/epochs/<shard>     | no  | empty; its version is the epoch|
 | /cluster/id                                           | no  | cluster id string              |
 | /latest_producer_id_block                             | no  | ProducerIdBlockInfo            |
 
@@ -32,6 +35,9 @@ Shard ownership (group coordinators and offset managers alike; a shard is a part
 `__consumer_offsets`): every live instance of the role registers `<root>/ids/<id>`; the instance
 that serves shard s holds the ephemeral `<root>/shards/<s>`, created when it takes the shard and
 deleted when it gives it up (or gone with its session). Gateways read `<root>/shards/*` to route.
+Transaction coordinators shard `__transaction_state` the same way, and each time one takes a
+shard it sets `<root>/epochs/<shard>`: the znode's new version is its coordinator epoch for that
+shard (stamped on its transaction markers; storage nodes refuse markers of older epochs).
 
 ACLs and client-quota configs keep Kafka's own layout; their paths and codecs live beside the
 authorizer in `services/common/acl/layout.py`: `/kafka-acl/<ResourceType>/<name>`,
@@ -51,7 +57,8 @@ __all__ = [
     "BROKERS", "BROKER_IDS", "BROKER_TOPICS", "LOG_DIR_EVENT_NOTIFICATION", "LOG_DIR_EVENT_PREFIX",
     "CONTROLLER", "CONTROLLER_EPOCH", "CONFIG",
     "CONFIG_TOPICS", "ADMIN", "DELETE_TOPICS", "REASSIGN_PARTITIONS", "PREFERRED_REPLICA_ELECTION",
-    "GATEWAYS", "CLUSTER", "CLUSTER_ID", "GROUP_COORDINATORS", "OFFSET_MANAGERS", "SHARD_ROLE_ROOTS",
+    "GATEWAYS", "CLUSTER", "CLUSTER_ID", "GROUP_COORDINATORS", "OFFSET_MANAGERS",
+    "TRANSACTION_COORDINATORS", "SHARD_ROLE_ROOTS", "shard_epochs_path", "shard_epoch_path",
     "broker_path", "topic_path", "partitions_path", "partition_path", "partition_state_path",
     "topic_config_path", "delete_topic_path", "gateway_path",
     "shard_instances_path", "shard_instance_path", "shard_owners_path", "shard_owner_path",
@@ -106,10 +113,12 @@ GATEWAYS = "/riverbed/gateways"
 CLUSTER = "/cluster"
 CLUSTER_ID = "/cluster/id"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-# Roots of the two sharded roles (each has ids/ and shards/ below it).
+# Roots of the sharded roles (each has ids/ and shards/ below it; transaction coordinators also
+# epochs/).
 GROUP_COORDINATORS = "/riverbed/group_coordinators"
 OFFSET_MANAGERS = "/riverbed/offset_managers"
-SHARD_ROLE_ROOTS = (GROUP_COORDINATORS, OFFSET_MANAGERS)
+TRANSACTION_COORDINATORS = "/riverbed/transaction_coordinators"
+SHARD_ROLE_ROOTS = (GROUP_COORDINATORS, OFFSET_MANAGERS, TRANSACTION_COORDINATORS)
 
 # Parents that should exist before anyone watches their children (Kafka's PersistentZkPaths).
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, GATEWAYS, CLUSTER,
@@ -182,6 +191,16 @@ def shard_owners_path(root: str) -> str:
 
 def shard_owner_path(root: str, shard: int) -> str:
     return f"{shard_owners_path(root)}/{_int_id('shard', shard)}"
+
+
+def shard_epochs_path(root: str) -> str:
+    """`<root>/epochs`: one persistent child per shard whose version is the shard's coordinator
+    epoch (set by each instance that takes the shard)."""
+    return f"{_role_root(root)}/epochs"
+
+
+def shard_epoch_path(root: str, shard: int) -> str:
+    return f"{shard_epochs_path(root)}/{_int_id('shard', shard)}"
 
 
 # --- JSON helpers -----------------------------------------------------------------------------
@@ -589,6 +608,15 @@ def encode_shard_owner(owner: ShardOwner) -> bytes:
                   "endpoint": owner.endpoint, "timestamp": str(owner.timestamp_ms)})
 
 
+def encode_shard_epoch(_: None = None) -> bytes:
+    """The epoch is the znode's version, not its data: always empty."""
+    return b""
+
+
+def decode_shard_epoch(data: bytes) -> None:
+    return None
+
+
 def decode_shard_owner(shard: int, data: bytes) -> ShardOwner:
     w = "shard owner"
     obj = _load(w, data)
@@ -692,6 +720,12 @@ ZNODES: tuple[ZnodeSpec, ...] = (
               SHARD_ZNODE_VERSION, encode_coordinator_instance, decode_coordinator_instance),
     ZnodeSpec("offset_manager_shard", "/riverbed/offset_managers/shards/<shard>", True,
               SHARD_ZNODE_VERSION, encode_shard_owner, decode_shard_owner),
+    ZnodeSpec("transaction_coordinator", "/riverbed/transaction_coordinators/ids/<id>", True,
+              SHARD_ZNODE_VERSION, encode_coordinator_instance, decode_coordinator_instance),
+    ZnodeSpec("transaction_coordinator_shard", "/riverbed/transaction_coordinators/shards/<shard>",
+              True, SHARD_ZNODE_VERSION, encode_shard_owner, decode_shard_owner),
+    ZnodeSpec("transaction_coordinator_epoch", "/riverbed/transaction_coordinators/epochs/<shard>",
+              False, None, encode_shard_epoch, decode_shard_epoch),
     ZnodeSpec("log_dir_event", "/log_dir_event_notification/log_dir_event_<seq>", False,
               LOG_DIR_EVENT_VERSION, encode_log_dir_event, decode_log_dir_event),
     ZnodeSpec("latest_producer_id_block", "/latest_producer_id_block", False,

@@ -53,7 +53,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def fleet(tmp_path):
     f = Fleet(tmp_path / "fleet", free_base_port(), storage_nodes=3, controllers=2, gateways=1,
-              counts={"group_coordinator": 0, "offset_manager": 0},
+              counts={"group_coordinator": 0, "offset_manager": 0, "transaction_coordinator": 0},
               config_overrides=FAULT_OVERRIDES)
     with f:
         f.up()

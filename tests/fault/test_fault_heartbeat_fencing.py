@@ -41,7 +41,8 @@ def long_session_fleet(tmp_path):
         "gateway": dict(zk),
     }
     f = Fleet(tmp_path / "fleet", free_base_port(), storage_nodes=3, controllers=2, gateways=1,
-              counts={"group_coordinator": 0, "offset_manager": 0}, config_overrides=overrides)
+              counts={"group_coordinator": 0, "offset_manager": 0,
+                      "transaction_coordinator": 0}, config_overrides=overrides)
     with f:
         f.up()
         yield f

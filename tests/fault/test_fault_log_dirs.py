@@ -61,7 +61,8 @@ def disk_fleet(tmp_path: pathlib.Path, layout: dict[int, list[str]]):
                 "log.dirs": ",".join(str(d.path / "logs") for d in disks[node])}
         fleet = stack.enter_context(Fleet(
             tmp_path / "fleet", free_base_port(), storage_nodes=3, controllers=1, gateways=1,
-            counts={"group_coordinator": 0, "offset_manager": 0}, config_overrides=overrides))
+            counts={"group_coordinator": 0, "offset_manager": 0,
+                    "transaction_coordinator": 0}, config_overrides=overrides))
         fleet.up()
         try:
             yield fleet, disks

@@ -45,7 +45,7 @@ wait_until = functools.partial(node_helpers.wait_until, timeout_s=WAIT_S, interv
 @pytest.fixture
 def fleet(tmp_path):
     f = Fleet(tmp_path / "fleet", free_base_port(), storage_nodes=3, controllers=2, gateways=1,
-              counts={"group_coordinator": 0, "offset_manager": 0},
+              counts={"group_coordinator": 0, "offset_manager": 0, "transaction_coordinator": 0},
               # the stop of a node waits for its controlled shutdown (bounded by this)
               stop_grace_s=WAIT_S,
               config_overrides={
@@ -152,7 +152,7 @@ def test_follower_back_after_its_session_expired_rejoins_every_isr(tmp_path):
     refuses (not live) and a refused leader waits for a LEADER_AND_ISR. The node's
     re-registration must send one to those leaders, or the ISRs stay shrunk for good."""
     f = Fleet(tmp_path / "fleet", free_base_port(), storage_nodes=3, controllers=1, gateways=1,
-              counts={"group_coordinator": 0, "offset_manager": 0},
+              counts={"group_coordinator": 0, "offset_manager": 0, "transaction_coordinator": 0},
               config_overrides={
                   "controller": {"broker.session.timeout.ms": "0",
                                  "auto.leader.rebalance.enable": "false"},

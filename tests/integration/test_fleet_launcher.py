@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 FAKE = str(pathlib.Path(__file__).with_name("fake_service.py"))
 FAKES = {"storage_node": FAKE, "controller": FAKE, "gateway": FAKE,
-         "group_coordinator": FAKE, "offset_manager": FAKE}
+         "group_coordinator": FAKE, "offset_manager": FAKE, "transaction_coordinator": FAKE}
 RIVERBED = str(pathlib.Path(sys.executable).with_name("riverbed"))
 WAIT_S = 30.0  # generous bound for polls; never a performance threshold
 
@@ -130,7 +130,7 @@ def test_fleet_lifecycle(tmp_path):
         st = fleet.status()
         assert [p["name"] for p in st["processes"]] == [
             "zookeeper", "controller-1", "controller-2", "storage-1", "storage-2", "storage-3",
-            "group-coordinator-1", "offset-manager-1", "gateway-1"]
+            "group-coordinator-1", "offset-manager-1", "transaction-coordinator-1", "gateway-1"]
         assert all(p["up"] for p in st["processes"]), st
         seen_pids |= {p["pid"] for p in st["processes"]}
         assert fleet.gateway_endpoint == f"tcp://127.0.0.1:{fleet.base_port}"
@@ -179,7 +179,7 @@ def test_fleet_lifecycle(tmp_path):
                role_modules=FAKES) as again:
         again.up()
         assert [p["topic"] for p in again.status()["partitions"]] == ["orders", "orders"]
-        assert len(again.status()["processes"]) == 6
+        assert len(again.status()["processes"]) == 7
     assert not processes_mentioning(str(tmp_path))
 
 
@@ -255,7 +255,7 @@ def test_cli_detached_lifecycle(tmp_path):
         assert [(p["name"], p["up"]) for p in st["processes"]] == [
             ("zookeeper", True), ("controller-1", True), ("storage-1", True),
             ("storage-2", True), ("group-coordinator-1", True), ("offset-manager-1", True),
-            ("gateway-1", True)]
+            ("transaction-coordinator-1", True), ("gateway-1", True)]
         pids = {p["name"]: p["pid"] for p in st["processes"]}
 
         assert riverbed("up", "--detach", "--data-dir", d, "--base-port", str(base), *roles,
@@ -291,14 +291,14 @@ def test_cli_foreground_stops_everything_on_a_signal(tmp_path, sig):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         up: dict[str, int] = {}
-        while len(up) < 6:  # plain lines (stdout is not a TTY): "<time> <name> <role> pid=N ... up"
+        while len(up) < 7:  # plain lines (stdout is not a TTY): "<time> <name> <role> pid=N ... up"
             line = launcher.stdout.readline()
             assert line, launcher.stderr.read()
             words = line.split()
             if words[-1] == "up" and words[3].startswith("pid="):
                 up[words[1]] = int(words[3][4:])
         assert set(up) == {"zookeeper", "controller-1", "storage-1", "group-coordinator-1",
-                           "offset-manager-1", "gateway-1"}
+                           "offset-manager-1", "transaction-coordinator-1", "gateway-1"}
         launcher.send_signal(sig)
         assert launcher.wait(timeout=60) == 0
         assert not [pid for pid in up.values() if is_alive(pid)]

@@ -27,7 +27,7 @@ from deploy.fleet import Fleet, free_base_port
 
 pytestmark = pytest.mark.integration
 
-SSL_OFFSET = 70          # gateway-1's SSL listener: P + 70 (P+50 PLAINTEXT, P+60 SASL_SSL)
+SSL_OFFSET = 80          # gateway-1's SSL listener: P + 80 (P+50 PLAINTEXT, P+60 SASL_SSL, P+70 the transaction coordinator)
 
 
 @pytest.fixture(scope="module")

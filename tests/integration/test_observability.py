@@ -143,7 +143,9 @@ def loaded(fleet):
 
 def test_every_process_exports_the_monitoring_set_with_plausible_values(fleet, loaded):
     eps = endpoints(fleet)
-    assert len(eps) == 8 and all(url.startswith("http://127.0.0.1:") for _, url in eps.values())
+    # every service, the transaction coordinator included (idle: __transaction_state is made
+    # on the first transactional request)
+    assert len(eps) == 9 and all(url.startswith("http://127.0.0.1:") for _, url in eps.values())
     scrapes = {name: scrape(url) for name, (_, url) in eps.items()}
     for name, s in scrapes.items():      # process metrics everywhere
         assert total(s, "riverbed_process_memory_rss_bytes") > 10e6, name
@@ -397,8 +399,8 @@ def test_a_real_prometheus_scrapes_the_fleet_and_has_every_dashboard_series(flee
 
         def up_everywhere():
             res = query("up")
-            return len(res) == 8 and all(x["value"][1] == "1" for x in res)
-        wait_until(up_everywhere, "prometheus scraping all 8 processes", timeout_s=60)
+            return len(res) == 9 and all(x["value"][1] == "1" for x in res)
+        wait_until(up_everywhere, "prometheus scraping all 9 processes", timeout_s=60)
         res = wait_until(lambda: query(f'sum(riverbed_server_messages_in_total{{topic="{TOPIC}"}})'),
                          "messages in through prometheus")
         assert float(res[0]["value"][1]) >= RECORDS

@@ -32,7 +32,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory):
     f = Fleet(tmp_path_factory.mktemp("spark-fleet"), free_base_port(), storage_nodes=3,
-              controllers=1, gateways=1, counts={"group_coordinator": 0, "offset_manager": 0},
+              controllers=1, gateways=1, counts={"group_coordinator": 0, "offset_manager": 0,
+                                                 "transaction_coordinator": 0},
               # retention runs often: a test has old segments deleted
               config_overrides={"storage_node": {"log.retention.check.interval.ms": "500"}})
     with f:

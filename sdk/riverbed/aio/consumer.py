@@ -314,6 +314,10 @@ class Consumer:
     async def topics(self) -> set[str]:
         return await self._run(self._started().topics)
 
+    def group_metadata(self) -> Any:
+        """The member's group metadata for send_offsets_to_transaction (KIP-447)."""
+        return self._started().group_metadata()
+
     def metrics(self) -> dict[str, Any]:
         return self._started().metrics()
 

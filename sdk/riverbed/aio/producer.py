@@ -15,6 +15,12 @@ What is shared, what differs (no copy of the logic):
   runs as one asyncio task instead of a thread: its waits on the gateway's DEALER are awaited
   through riverbed.aio.channel.AsyncChannel, and a send that makes a batch ready wakes it.
 - Futures are the sync producer's FutureRecordMetadata (one completion per batch), awaitable.
+- Transactions (aiokafka's names): `await init_transactions()`, `await begin_transaction()`,
+  `await send_offsets_to_transaction(offsets, group_id_or_metadata)`,
+  `await commit_transaction()`, `await abort_transaction()`, and `async with
+  producer.transaction():` (commits on exit, aborts on an exception). The sync producer's
+  transaction manager and sender do the work; its waits on the coordinator's answers are an
+  asyncio condition here, its waits on batches asyncio futures.
 """
 from __future__ import annotations
 
@@ -115,6 +121,18 @@ class _ProducerCore(_SyncProducer):
         self._sender.metadata_changed = cond
         acc = self._accumulator
         acc._cond = bridge.AsyncCondition(acc._lock)  # type: ignore[assignment]
+        self._txn_cond = bridge.AsyncCondition()    # the transactional answers' waits
+        if self._txn is not None:
+            self._sender.txn_cond = self._txn_cond
+
+    def _wait_batches(self, batches, timeout: float | None, what: str) -> None:
+        """The sync producer's wait on batches, awaited on the loop (inside run_sync)."""
+        pending = [b.result.asyncio_future() for b in batches if not b.result.is_done]
+        if not pending:
+            return
+        _done, not_done = bridge.await_(asyncio.wait(pending, timeout=timeout))
+        if not_done:
+            raise errors.KafkaTimeoutError(f"{what}: records not completed within {timeout} s")
 
 
 class Producer:
@@ -265,6 +283,35 @@ class Producer:
         """The topic's partition numbers (waits up to max_block_ms for metadata)."""
         return await bridge.run_sync(self._started().partitions_for, topic)
 
+    # -- transactions (aiokafka's API over riverbed.producer.Producer's) ------------------------
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the transactional id's producer id and a new epoch (fences older instances)."""
+        await bridge.run_sync(self._started().init_transactions, timeout)
+
+    async def begin_transaction(self) -> None:
+        self._started().begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: dict, group_id: Any,
+                                          timeout: float | None = None) -> None:
+        """`group_id`: a group id, or the consumer's group_metadata() (KIP-447)."""
+        await bridge.run_sync(self._started().send_offsets_to_transaction, offsets, group_id,
+                              timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        await bridge.run_sync(self._started().commit_transaction, timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        await bridge.run_sync(self._started().abort_transaction, timeout)
+
+    def transaction(self) -> "_Transaction":
+        """`async with producer.transaction():` begins a transaction, commits it on exit, or
+        aborts it when the block raises (aiokafka's TransactionContext)."""
+        return _Transaction(self)
+
+    @property
+    def transaction_state(self) -> str | None:
+        return self._started().transaction_state
+
     # -- information ----------------------------------------------------------------------------
     @property
     def client_id(self) -> str:
@@ -275,6 +322,23 @@ class Producer:
 
 
 AIOKafkaProducer = Producer
+
+
+class _Transaction:
+    def __init__(self, producer: Producer):
+        self._producer = producer
+
+    async def __aenter__(self) -> "_Transaction":
+        await self._producer.begin_transaction()
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            await self._producer.commit_transaction()
+            return
+        if getattr(exc, "fatal", False):
+            return                      # a fenced producer cannot abort: the error goes on
+        await self._producer.abort_transaction()
 
 
 class BatchBuilder:

@@ -359,9 +359,24 @@ def coordinator_error_for_append(code: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
-    """A record as read back from (or acknowledged by) __consumer_offsets partition `shard`:
-    what the coordinators' `replay(record)` takes. `offset` is its log offset (-1 unknown)."""
+    """A record as read back from (or acknowledged by) partition `shard` of a coordinator's
+    topic: what the coordinators' `replay(record)` takes. `offset` is its log offset (-1
+    unknown). `producer_id` >= 0: a transactional record of that producer and epoch (a
+    TXN_OFFSET_COMMIT's offsets, counted only once the transaction's COMMIT marker follows)."""
     shard: int
     offset: int
     key: bytes
     value: bytes | None
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class StoredControl:
+    """A transaction marker read from partition `shard` at log offset `offset`: the producer's
+    transaction there is committed (`commit`) or aborted."""
+    shard: int
+    offset: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool

@@ -1,5 +1,6 @@
 """Kafka's command-line tools for Riverbed: `topics`, `produce`, `consume`, `partitions`,
-`leaders`, `groups`, `cluster health`, `top`, `log-dirs`, and `keys` (CurveZMQ keypairs).
+`leaders`, `groups`, `transactions`, `cluster health`, `top`, `log-dirs`, and `keys` (CurveZMQ
+keypairs).
 
 `add_commands(subparsers)` registers them on any argparse subparsers object (the `riverbed` CLI
 calls it); `main(argv)` runs them standalone: `python -m riverbed.tools topics --list`.
@@ -12,7 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from riverbed.tools import console, groups, health, keys, leaders, log_dirs, partitions, top, topics
+from riverbed.tools import (console, groups, health, keys, leaders, log_dirs, partitions, top,
+                            topics, transactions)
 
 __all__ = ["add_commands", "main", "build_parser"]
 
@@ -25,6 +27,7 @@ def add_commands(subparsers) -> None:
     partitions.add_command(subparsers)
     leaders.add_command(subparsers)
     groups.add_command(subparsers)
+    transactions.add_command(subparsers)
     health.add_command(subparsers)
     top.add_command(subparsers)
     log_dirs.add_command(subparsers)

@@ -77,6 +77,10 @@ def add_commands(subparsers) -> None:
                           "tstype, ts, headers, key, payload")
     c.add_argument("--timeout-ms", type=int, default=None,
                    help="exit when no record arrives for this long")
+    c.add_argument("--isolation-level", default="read_uncommitted",
+                   choices=["read_uncommitted", "read_committed"],
+                   help="read_committed: only records of committed transactions (and none "
+                        "beyond the last stable offset); default read_uncommitted")
     c.set_defaults(func=run_consume)
 
 
@@ -192,7 +196,8 @@ def run_consume(args: argparse.Namespace) -> int:
         printed: dict = {}
         with Consumer(bootstrap_servers=bootstrap, client_id="riverbed-console-consumer",
                       group_id=args.group, auto_offset_reset=reset,
-                      enable_auto_commit=False) as consumer:
+                      enable_auto_commit=False,
+                      isolation_level=args.isolation_level) as consumer:
             if args.group is not None:
                 consumer.subscribe([args.topic])
             else:

@@ -30,6 +30,7 @@ from riverbed._proto.v1 import (
     produce_pb2,
     producer_id_pb2,
     replication_pb2,
+    transaction_pb2,
 )
 
 ApiKey = header_pb2.ApiKey
@@ -60,9 +61,10 @@ def _api(key: int, request_type: type[Message], response_type: type[Message],
 
 
 _api(ApiKey.PRODUCE, produce_pb2.ProduceRequest, produce_pb2.ProduceResponse)
-_api(ApiKey.FETCH, fetch_pb2.FetchRequest, fetch_pb2.FetchResponse, safe_to_repeat=True)
+# FETCH v1 and LIST_OFFSETS v1: isolation_level (read_committed, transactions).
+_api(ApiKey.FETCH, fetch_pb2.FetchRequest, fetch_pb2.FetchResponse, (0, 1), safe_to_repeat=True)
 _api(ApiKey.LIST_OFFSETS, list_offsets_pb2.ListOffsetsRequest, list_offsets_pb2.ListOffsetsResponse,
-     safe_to_repeat=True)
+     (0, 1), safe_to_repeat=True)
 _api(ApiKey.OFFSET_FOR_LEADER_EPOCH, list_offsets_pb2.OffsetForLeaderEpochRequest,
      list_offsets_pb2.OffsetForLeaderEpochResponse, safe_to_repeat=True)
 _api(ApiKey.METADATA, metadata_pb2.MetadataRequest, metadata_pb2.MetadataResponse,
@@ -82,8 +84,9 @@ _api(ApiKey.CREATE_PARTITIONS, controller_pb2.CreatePartitionsRequest,
 _api(ApiKey.DESCRIBE_CONFIGS, controller_pb2.DescribeConfigsRequest,
      controller_pb2.DescribeConfigsResponse, safe_to_repeat=True)
 _api(ApiKey.ALTER_CONFIGS, controller_pb2.AlterConfigsRequest, controller_pb2.AlterConfigsResponse)
+# INIT_PRODUCER_ID v1: with a transactional_id (served by the transaction coordinator).
 _api(ApiKey.INIT_PRODUCER_ID, producer_id_pb2.InitProducerIdRequest,
-     producer_id_pb2.InitProducerIdResponse)
+     producer_id_pb2.InitProducerIdResponse, (0, 1))
 _api(ApiKey.ALTER_PARTITION, replication_pb2.AlterPartitionRequest,
      replication_pb2.AlterPartitionResponse, safe_to_repeat=True)
 _api(ApiKey.CONTROLLED_SHUTDOWN, replication_pb2.ControlledShutdownRequest,
@@ -95,8 +98,9 @@ _api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, admin_ops_pb2.AlterPartitionReassignm
      admin_ops_pb2.AlterPartitionReassignmentsResponse)
 _api(ApiKey.LIST_PARTITION_REASSIGNMENTS, admin_ops_pb2.ListPartitionReassignmentsRequest,
      admin_ops_pb2.ListPartitionReassignmentsResponse, safe_to_repeat=True)
+# FIND_COORDINATOR v1: key_type TRANSACTION.
 _api(ApiKey.FIND_COORDINATOR, group_pb2.FindCoordinatorRequest, group_pb2.FindCoordinatorResponse,
-     safe_to_repeat=True)
+     (0, 1), safe_to_repeat=True)
 _api(ApiKey.JOIN_GROUP, group_pb2.JoinGroupRequest, group_pb2.JoinGroupResponse)
 _api(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest, group_pb2.HeartbeatResponse, safe_to_repeat=True)
 _api(ApiKey.LEAVE_GROUP, group_pb2.LeaveGroupRequest, group_pb2.LeaveGroupResponse)
@@ -106,13 +110,29 @@ _api(ApiKey.DESCRIBE_GROUPS, group_pb2.DescribeGroupsRequest, group_pb2.Describe
 _api(ApiKey.LIST_GROUPS, group_pb2.ListGroupsRequest, group_pb2.ListGroupsResponse,
      safe_to_repeat=True)
 _api(ApiKey.OFFSET_COMMIT, offset_pb2.OffsetCommitRequest, offset_pb2.OffsetCommitResponse)
-_api(ApiKey.OFFSET_FETCH, offset_pb2.OffsetFetchRequest, offset_pb2.OffsetFetchResponse,
+# OFFSET_FETCH v1: require_stable (KIP-447).
+_api(ApiKey.OFFSET_FETCH, offset_pb2.OffsetFetchRequest, offset_pb2.OffsetFetchResponse, (0, 1),
      safe_to_repeat=True)
 _api(ApiKey.OFFSET_DELETE, offset_pb2.OffsetDeleteRequest, offset_pb2.OffsetDeleteResponse)
 _api(ApiKey.DESCRIBE_LOG_DIRS, admin_ops_pb2.DescribeLogDirsRequest,
      admin_ops_pb2.DescribeLogDirsResponse, safe_to_repeat=True)
 _api(ApiKey.ALTER_REPLICA_LOG_DIRS, admin_ops_pb2.AlterReplicaLogDirsRequest,
      admin_ops_pb2.AlterReplicaLogDirsResponse)
+
+# Transactions (transaction.proto).
+_api(ApiKey.ADD_PARTITIONS_TO_TXN, transaction_pb2.AddPartitionsToTxnRequest,
+     transaction_pb2.AddPartitionsToTxnResponse)
+_api(ApiKey.ADD_OFFSETS_TO_TXN, transaction_pb2.AddOffsetsToTxnRequest,
+     transaction_pb2.AddOffsetsToTxnResponse)
+_api(ApiKey.END_TXN, transaction_pb2.EndTxnRequest, transaction_pb2.EndTxnResponse)
+_api(ApiKey.WRITE_TXN_MARKERS, transaction_pb2.WriteTxnMarkersRequest,
+     transaction_pb2.WriteTxnMarkersResponse)
+_api(ApiKey.TXN_OFFSET_COMMIT, transaction_pb2.TxnOffsetCommitRequest,
+     transaction_pb2.TxnOffsetCommitResponse)
+_api(ApiKey.DESCRIBE_TRANSACTIONS, transaction_pb2.DescribeTransactionsRequest,
+     transaction_pb2.DescribeTransactionsResponse)
+_api(ApiKey.LIST_TRANSACTIONS, transaction_pb2.ListTransactionsRequest,
+     transaction_pb2.ListTransactionsResponse)
 
 
 def api_name(key: int) -> str:

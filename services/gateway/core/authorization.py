@@ -18,7 +18,8 @@ host bound to the current Authorizer.
 | DESCRIBE_CONFIGS / ALTER_CONFIGS | DescribeConfigs / AlterConfigs topic | per topic |
 | ELECT_LEADERS, ALTER/LIST_PARTITION_REASSIGNMENTS | Alter / Alter / Describe cluster | CLUSTER_AUTHORIZATION_FAILED (whole request) |
 | DESCRIBE_LOG_DIRS, ALTER_REPLICA_LOG_DIRS | Describe / Alter cluster | CLUSTER_AUTHORIZATION_FAILED (whole request) |
-| INIT_PRODUCER_ID | IdempotentWrite cluster, or Write on some topic (KIP-679) | CLUSTER_AUTHORIZATION_FAILED |
+| INIT_PRODUCER_ID | IdempotentWrite cluster, or Write on some topic (KIP-679); with a transactional id Write on it | CLUSTER_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED |
+| ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE/LIST_TRANSACTIONS | see core/txn_routing.py (Kafka's) | TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ... |
 | FIND_COORDINATOR, JOIN/SYNC/HEARTBEAT/LEAVE_GROUP | Describe / Read group | GROUP_AUTHORIZATION_FAILED |
 | OFFSET_COMMIT | Read group, Read topic | GROUP_… whole; TOPIC_… per partition (the rest commits) |
 | OFFSET_FETCH | Describe group, Describe topic | GROUP_… whole; topics: per partition (named) or unlisted (all) |
@@ -201,7 +202,8 @@ def init_producer_id_denied(body: producer_id_pb2.InitProducerIdRequest, may: Ma
     else:
         what = "an idempotent producer id (IdempotentWrite on the cluster or Write on a topic)"
     return producer_id_pb2.InitProducerIdResponse(
-        error_code=CLUSTER_DENIED, error_message=f"not authorized to get {what}",
+        error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if body.transactional_id
+        else CLUSTER_DENIED, error_message=f"not authorized to get {what}",
         producer_id=-1, producer_epoch=-1)
 
 

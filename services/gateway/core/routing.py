@@ -215,7 +215,8 @@ class _ListOffsets(_Shape):
         return None
 
     def new_sub(self, body):
-        return list_offsets_pb2.ListOffsetsRequest(replica_id=body.replica_id)
+        return list_offsets_pb2.ListOffsetsRequest(replica_id=body.replica_id,
+                                                   isolation_level=body.isolation_level)
 
     def error_partition(self, partition, code, message):
         return list_offsets_pb2.ListOffsetsPartitionResponse(

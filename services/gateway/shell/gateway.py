@@ -560,21 +560,23 @@ class Gateway:
         if ahead is not None:
             await asyncio.shield(ahead)
         plan = split(api, body, req.payloads, self.cache, denied)  # InvalidRequestError: envelope
+        version = req.header.api_version      # FETCH / LIST_OFFSETS v1: isolation_level
         if not plan.unknown_topics:
-            return await self._send_plan(api, plan, timeout)
+            return await self._send_plan(api, plan, timeout, version)
         gate = asyncio.get_running_loop().create_future()
         self._metadata_waits[client] = gate
         try:
             # Created through another gateway, or more partitions: ask before failing them.
             await self._wait_refresh(timeout // 2)
             plan = split(api, body, req.payloads, self.cache, denied)
-            return await self._send_plan(api, plan, timeout)
+            return await self._send_plan(api, plan, timeout, version)
         finally:
             if self._metadata_waits.get(client) is gate:
                 del self._metadata_waits[client]
             gate.set_result(None)
 
-    async def _send_plan(self, api: int, plan, timeout: int) -> rpc.Reply | None:
+    async def _send_plan(self, api: int, plan, timeout: int,
+                         api_version: int = 0) -> rpc.Reply | None:
         subs = plan.sub_requests
         if not plan.expects_response:
             if len(subs) == 1:
@@ -585,27 +587,29 @@ class Gateway:
         if len(subs) == 1:
             # One leader (the common case): await it in this task. gather() would wrap the
             # call in a task of its own: a task, a future and extra event-loop turns per hop.
-            results = [await self._start_forward(api, subs[0], timeout)]
+            results = [await self._start_forward(api, subs[0], timeout, api_version)]
         else:
             # Every sub-request leaves now, in order, before this task yields. Sent from tasks
             # of their own (gather), they would leave only when the loop got to those tasks,
             # and a later request of the same client with one leader, sent at once from its
             # own handler, could reach that leader first: a producer's later batch then
             # arrives before its earlier one and is refused as out of order.
-            results = await asyncio.gather(*[self._start_forward(api, sub, timeout)
+            results = await asyncio.gather(*[self._start_forward(api, sub, timeout, api_version)
                                              for sub in subs])
         merged = merge(plan, {sub.node_id: r for sub, r in zip(subs, results)})
         if merged.refresh_metadata:
             self._ensure_refresh()
         return rpc.Reply(merged.body, merged.payloads)
 
-    def _start_forward(self, api: int, sub: SubRequest, timeout_ms: int) -> Awaitable[NodeReply]:
+    def _start_forward(self, api: int, sub: SubRequest, timeout_ms: int,
+                       api_version: int = 0) -> Awaitable[NodeReply]:
         """Send `sub` to its leader now (AsyncChannel.start_call); the awaitable returned gives
         the leader's answer, or its failure as a NodeReply."""
         t0 = time.perf_counter()
         try:
             answer = self._pool.get(sub.endpoint).start_call(
-                api, sub.body, payloads=sub.payloads, timeout_ms=timeout_ms)
+                api, sub.body, payloads=sub.payloads, timeout_ms=timeout_ms,
+                api_version=api_version)
         except Exception as e:  # noqa: BLE001 - e.g. a closed channel: answered below
             answer = _raise(e)
         return self._answered(sub, t0, answer)
@@ -696,6 +700,8 @@ class Gateway:
             denied = authz.init_producer_id_denied(body, may, self.guard.may_any(req))
             if denied is not None:
                 return rpc.Reply(denied)
+            if body.transactional_id:        # v1: the transactional id's coordinator
+                return await self._groups.init_transactional(req)
         if api not in authz.ADMIN_TOPIC_OPS:
             resp = await self._call_controller(api, body, self._timeout(req))
             return rpc.Reply(resp.body)

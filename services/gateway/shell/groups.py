@@ -1,6 +1,7 @@
-"""The gateway's group/offset routing shell: watches the shard owners of the group coordinators
-and offset managers in ZooKeeper and forwards the group and offset APIs (core/group_routing.py
-says which API goes where).
+"""The gateway's group/offset/transaction routing shell: watches the shard owners of the group
+coordinators, offset managers and transaction coordinators in ZooKeeper and forwards the group,
+offset and transaction APIs (core/group_routing.py and core/txn_routing.py say which API goes
+where).
 
 Owners are cached from `<root>/shards/*` (ChildrenWatch; a change of owner is a delete then a
 create, so the children watch sees it) and the live coordinators from
@@ -19,10 +20,12 @@ from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from riverbed import errors
-from riverbed._proto.v1 import group_pb2, header_pb2
+from riverbed._proto.v1 import group_pb2, header_pb2, transaction_pb2 as tx
 from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
+from riverbed.coordinator.transaction_log import TRANSACTION_STATE_TOPIC
 from services.common import rpc, znodes
 from services.gateway.core import authorization as authz
+from services.gateway.core import txn_routing
 from services.gateway.core.group_routing import (
     GROUP_COORDINATOR, OFFSET_MANAGER, PER_GROUP_APIS, REROUTE_CODES, error_body,
     find_coordinator_error, find_coordinator_role, fit_heartbeat_wait, merge_described,
@@ -34,25 +37,46 @@ if TYPE_CHECKING:
 
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
-ROOTS = {GROUP_COORDINATOR: znodes.GROUP_COORDINATORS, OFFSET_MANAGER: znodes.OFFSET_MANAGERS}
+TRANSACTION_COORDINATOR = txn_routing.TRANSACTION_COORDINATOR
+ROOTS = {GROUP_COORDINATOR: znodes.GROUP_COORDINATORS, OFFSET_MANAGER: znodes.OFFSET_MANAGERS,
+         TRANSACTION_COORDINATOR: znodes.TRANSACTION_COORDINATORS}
+# the topic each role's shards are the partitions of
+SHARD_TOPIC = {GROUP_COORDINATOR: OFFSETS_TOPIC, OFFSET_MANAGER: OFFSETS_TOPIC,
+               TRANSACTION_COORDINATOR: TRANSACTION_STATE_TOPIC}
 
 
-async def call_as(channel: rpc.AsyncChannel, client_id: str, api: int, body, timeout_ms: int):
+async def call_as(channel: rpc.AsyncChannel, client_id: str, api: int, body, timeout_ms: int,
+                  api_version: int = 0):
     """channel.call with the client's client_id in the header. Channels to coordinators are used
     only from here and every call sets the id first; AsyncChannel.call encodes the header
     synchronously before its first await, so the id of this call is the one encoded."""
     channel.client_id = client_id
-    return await channel.call(api, body, timeout_ms=timeout_ms)
+    return await channel.call(api, body, timeout_ms=timeout_ms, api_version=api_version)
+
+
+def _codes(api: int, body) -> set[int]:
+    if api == ApiKey.DESCRIBE_GROUPS:
+        return {g.error_code for g in body.groups}
+    return txn_routing.response_codes(api, body)
+
+
+def _error_body(api: int, body, code: int, message: str):
+    if api in txn_routing.PER_TXN_ID_APIS or api in (ApiKey.TXN_OFFSET_COMMIT,
+                                                        ApiKey.DESCRIBE_TRANSACTIONS,
+                                                        ApiKey.LIST_TRANSACTIONS):
+        return txn_routing.error_body(api, body, code, message)
+    return error_body(api, body, code, message)
 
 
 class GroupRouter:
     def __init__(self, gateway: "Gateway"):
         self.gw = gateway
-        self._owners: dict[str, dict[int, str]] = {GROUP_COORDINATOR: {}, OFFSET_MANAGER: {}}
+        self._owners: dict[str, dict[int, str]] = {role: {} for role in ROOTS}
         self._coordinators: dict[int, str] = {}
-        self._changed: dict[str, asyncio.Event] = {GROUP_COORDINATOR: asyncio.Event(),
-                                                   OFFSET_MANAGER: asyncio.Event()}
+        self._txn_coordinators: dict[int, str] = {}
+        self._changed: dict[str, asyncio.Event] = {role: asyncio.Event() for role in ROOTS}
         self._ids_changed = asyncio.Event()
+        self._txn_ids_changed = asyncio.Event()
 
     # -- ZooKeeper ------------------------------------------------------------------------
     def watch(self, zk) -> None:
@@ -65,12 +89,16 @@ class GroupRouter:
         zk.ensure_path(znodes.shard_instances_path(znodes.GROUP_COORDINATORS))
         ChildrenWatch(zk, znodes.shard_instances_path(znodes.GROUP_COORDINATORS),
                       lambda _c: loop.call_soon_threadsafe(self._ids_changed.set))
+        zk.ensure_path(znodes.shard_instances_path(znodes.TRANSACTION_COORDINATORS))
+        ChildrenWatch(zk, znodes.shard_instances_path(znodes.TRANSACTION_COORDINATORS),
+                      lambda _c: loop.call_soon_threadsafe(self._txn_ids_changed.set))
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as tg:
             for role in ROOTS:
                 tg.create_task(self._owners_loop(role))
             tg.create_task(self._ids_loop())
+            tg.create_task(self._txn_ids_loop())
 
     async def _owners_loop(self, role: str) -> None:
         while True:
@@ -105,9 +133,19 @@ class GroupRouter:
             except Exception as e:  # noqa: BLE001
                 self.gw.log.warning("could not read the group coordinators: %r", e)
 
-    def _read_ids(self) -> dict[int, str]:
+    async def _txn_ids_loop(self) -> None:
+        while True:
+            await self._txn_ids_changed.wait()
+            self._txn_ids_changed.clear()
+            try:
+                self._txn_coordinators = await asyncio.to_thread(
+                    self._read_ids, znodes.TRANSACTION_COORDINATORS)
+            except Exception as e:  # noqa: BLE001
+                self.gw.log.warning("could not read the transaction coordinators: %r", e)
+
+    def _read_ids(self, root: str = znodes.GROUP_COORDINATORS) -> dict[int, str]:
         zk = self.gw._zk
-        base = znodes.shard_instances_path(znodes.GROUP_COORDINATORS)
+        base = znodes.shard_instances_path(root)
         out = {}
         for child in zk.get_children(base):
             try:
@@ -123,6 +161,11 @@ class GroupRouter:
         h[ApiKey.DESCRIBE_GROUPS] = self._describe_groups
         h[ApiKey.LIST_GROUPS] = self._list_groups
         h[ApiKey.FIND_COORDINATOR] = self._find_coordinator
+        h[ApiKey.TXN_OFFSET_COMMIT] = self._txn_offset_commit
+        for api in (ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN):
+            h[api] = self._per_txn_id
+        h[ApiKey.DESCRIBE_TRANSACTIONS] = self._describe_transactions
+        h[ApiKey.LIST_TRANSACTIONS] = self._list_transactions
         return h
 
     def _timeout(self, req: rpc.Request) -> int:
@@ -132,11 +175,12 @@ class GroupRouter:
             timeout += b.rebalance_timeout_ms or b.session_timeout_ms   # a join waits for the others
         return timeout
 
-    async def _shard(self, group_id: str, timeout_ms: int) -> int | None:
-        n = self.gw.cache.partition_count(OFFSETS_TOPIC)
+    async def _shard(self, group_id: str, timeout_ms: int,
+                     topic: str = OFFSETS_TOPIC) -> int | None:
+        n = self.gw.cache.partition_count(topic)
         if not n:
             await self.gw._wait_refresh(timeout_ms)
-            n = self.gw.cache.partition_count(OFFSETS_TOPIC)
+            n = self.gw.cache.partition_count(topic)
         return partition_for(group_id, n) if n else None
 
     async def _call_owner(self, role: str, shard: int, req: rpc.Request, body, timeout_ms: int):
@@ -150,7 +194,7 @@ class GroupRouter:
                 return E.COORDINATOR_NOT_AVAILABLE, f"no {role.replace('_', ' ')} owns shard {shard}"
             try:
                 resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
-                                     body, timeout_ms)
+                                     body, timeout_ms, req.header.api_version)
             except errors.NotCoordinatorError as e:
                 result = (e.code, e.message)
             except errors.KafkaError as e:
@@ -158,10 +202,7 @@ class GroupRouter:
                     return E.COORDINATOR_NOT_AVAILABLE, f"{role} at {endpoint}: {e}"
                 return e.code, e.message or e.name
             else:
-                if req.api == ApiKey.DESCRIBE_GROUPS:
-                    codes = {g.error_code for g in resp.body.groups}
-                else:
-                    codes = {resp.body.error_code}
+                codes = _codes(req.api, resp.body)
                 if not codes & REROUTE_CODES or attempt == 1:
                     return resp.body
                 result = (E.NOT_COORDINATOR, f"{role} at {endpoint} does not own shard {shard}")
@@ -233,9 +274,15 @@ class GroupRouter:
         return rpc.Reply(merge_described(list(req.body.groups), answers))
 
     async def _list_groups(self, req: rpc.Request) -> rpc.Reply:
-        timeout = self._timeout(req)
         if not self._coordinators:
             self._coordinators = await asyncio.to_thread(self._read_ids)
+        answers = await self._ask_every(req, self._coordinators, "group coordinator")
+        return rpc.Reply(authz.filter_listed(merge_listed(answers), self.gw.guard.may(req)))
+
+    async def _ask_every(self, req: rpc.Request, instances: dict[int, str], what: str) -> list:
+        """The request at every live instance: each one's response body, or (code, message)
+        for one that did not answer."""
+        timeout = self._timeout(req)
 
         async def one(endpoint: str):
             try:
@@ -243,13 +290,121 @@ class GroupRouter:
                                      req.body, timeout)
                 return resp.body
             except errors.KafkaError as e:
-                return E.COORDINATOR_NOT_AVAILABLE, f"group coordinator at {endpoint}: {e}"
+                return E.COORDINATOR_NOT_AVAILABLE, f"{what} at {endpoint}: {e}"
 
-        answers = await asyncio.gather(*(one(ep) for ep in sorted(set(self._coordinators.values()))))
-        return rpc.Reply(authz.filter_listed(merge_listed(answers), self.gw.guard.may(req)))
+        return list(await asyncio.gather(*(one(ep) for ep in sorted(set(instances.values())))))
+
+    # -- transactions -----------------------------------------------------------------------
+    async def init_transactional(self, req: rpc.Request) -> rpc.Reply:
+        """INIT_PRODUCER_ID with a transactional id (v1): the id's transaction coordinator."""
+        body = req.body
+        if req.header.api_version < 1:
+            return rpc.Reply(txn_routing.error_body(
+                req.api, body, E.UNSUPPORTED_VERSION,
+                "a transactional id needs INIT_PRODUCER_ID v1"))
+        return await self._per_txn_id(req)
+
+    async def _per_txn_id(self, req: rpc.Request) -> rpc.Reply:
+        body = req.body
+        if not body.transactional_id:
+            return rpc.Reply(txn_routing.error_body(req.api, body, E.INVALID_REQUEST,
+                                                    "transactional id is empty"))
+        refused = txn_routing.denied(req.api, body, self.gw.guard.may(req))
+        if refused is not None:      # checked before anything is forwarded: nothing changes
+            return rpc.Reply(refused)
+        timeout = self._timeout(req)
+        shard = await self._shard(body.transactional_id, timeout // 2, TRANSACTION_STATE_TOPIC)
+        if shard is None:
+            return rpc.Reply(await self._without_txn_topic(req, body, timeout))
+        result = await self._call_owner(TRANSACTION_COORDINATOR, shard, req, body, timeout)
+        if isinstance(result, tuple):
+            return rpc.Reply(txn_routing.error_body(req.api, body, *result))
+        return rpc.Reply(result)
+
+    async def _without_txn_topic(self, req: rpc.Request, body, timeout_ms: int):
+        """__transaction_state does not exist yet: a transaction coordinator creates it on the
+        first transactional request (Kafka's rule), so the request goes to any live one, which
+        answers COORDINATOR_NOT_AVAILABLE (retriable) while it does."""
+        if not self._txn_coordinators:
+            self._txn_coordinators = await asyncio.to_thread(self._read_ids,
+                                                             znodes.TRANSACTION_COORDINATORS)
+        for endpoint in sorted(set(self._txn_coordinators.values()))[:1]:
+            try:
+                resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
+                                     body, timeout_ms, req.header.api_version)
+                return resp.body
+            except errors.KafkaError as e:
+                self.gw.log.debug("transaction coordinator at %s: %s", endpoint, e)
+        return txn_routing.error_body(req.api, body, E.COORDINATOR_NOT_AVAILABLE,
+                                      f"{TRANSACTION_STATE_TOPIC} does not exist yet and no "
+                                      "transaction coordinator is live")
+
+    async def _txn_offset_commit(self, req: rpc.Request) -> rpc.Reply:
+        body = req.body
+        if not body.group_id:
+            return rpc.Reply(txn_routing.error_body(req.api, body, E.INVALID_GROUP_ID,
+                                                    "group id is empty"))
+        whole, refused = txn_routing.txn_offset_commit_denied(body, self.gw.guard.may(req))
+        if whole is not None:
+            return rpc.Reply(whole)
+        forward = txn_routing.txn_offset_commit_split(body, refused)
+        result = None
+        if forward is not None:
+            timeout = self._timeout(req)
+            shard = await self._shard(body.group_id, timeout // 2)
+            if shard is None:
+                return rpc.Reply(txn_routing.error_body(req.api, body, E.COORDINATOR_NOT_AVAILABLE,
+                                                        f"{OFFSETS_TOPIC} does not exist yet"))
+            answer = await self._call_owner(OFFSET_MANAGER, shard, req, forward, timeout)
+            if isinstance(answer, tuple):
+                return rpc.Reply(txn_routing.error_body(req.api, body, *answer))
+            result = answer
+        return rpc.Reply(txn_routing.txn_offset_commit_response(body, result, refused))
+
+    async def _describe_transactions(self, req: rpc.Request) -> rpc.Reply:
+        timeout = self._timeout(req)
+        may = self.gw.guard.may(req)
+        ids = list(req.body.transactional_ids)
+        answers: dict[str, tx.TransactionStateDescription] = {}
+        by_shard: dict[int, list[str]] = {}
+        for tid in dict.fromkeys(ids):
+            if not may(txn_routing.O.DESCRIBE, txn_routing.TXN_ID, tid):
+                answers[tid] = tx.TransactionStateDescription(
+                    transactional_id=tid, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    error_message=f"not authorized to describe transactional id {tid!r}",
+                    producer_id=-1, producer_epoch=-1, transaction_start_time_ms=-1)
+                continue
+            shard = await self._shard(tid, timeout // 2, TRANSACTION_STATE_TOPIC) if tid else None
+            if shard is None:
+                answers[tid] = tx.TransactionStateDescription(
+                    transactional_id=tid, producer_id=-1, producer_epoch=-1,
+                    transaction_start_time_ms=-1,
+                    error_code=E.INVALID_REQUEST if not tid else E.COORDINATOR_NOT_AVAILABLE)
+                continue
+            by_shard.setdefault(shard, []).append(tid)
+
+        async def one(shard: int, tids: list[str]) -> None:
+            sub = tx.DescribeTransactionsRequest(transactional_ids=tids)
+            result = await self._call_owner(TRANSACTION_COORDINATOR, shard, req, sub, timeout)
+            body = txn_routing.error_body(req.api, sub, *result) if isinstance(result, tuple) \
+                else result
+            for d in body.transaction_states:
+                answers[d.transactional_id] = d
+
+        await asyncio.gather(*(one(s, t) for s, t in by_shard.items()))
+        return rpc.Reply(txn_routing.merge_described(ids, answers))
+
+    async def _list_transactions(self, req: rpc.Request) -> rpc.Reply:
+        if not self._txn_coordinators:
+            self._txn_coordinators = await asyncio.to_thread(self._read_ids,
+                                                             znodes.TRANSACTION_COORDINATORS)
+        answers = await self._ask_every(req, self._txn_coordinators, "transaction coordinator")
+        return rpc.Reply(txn_routing.merge_listed(answers, self.gw.guard.may(req)))
 
     async def _find_coordinator(self, req: rpc.Request) -> rpc.Reply:
         body = req.body
+        if body.key_type == group_pb2.TRANSACTION:
+            return await self._find_txn_coordinator(req)
         err = find_coordinator_error(body)
         if err is not None:
             return rpc.Reply(group_pb2.FindCoordinatorResponse(error_code=err[0], error_message=err[1]))
@@ -270,6 +425,34 @@ class GroupRouter:
                 error_message=f"shard {shard} has no {role.replace('_', ' ')} yet"))
         cfg = self.gw.config
         # Clients keep talking to gateways: this gateway is the coordinator they see.
+        return rpc.Reply(group_pb2.FindCoordinatorResponse(
+            error_code=E.NONE, node_id=cfg.gateway_id, host=cfg.host_name, port=cfg.port,
+            endpoint=cfg.endpoint, shard=shard))
+
+    async def _find_txn_coordinator(self, req: rpc.Request) -> rpc.Reply:
+        """FIND_COORDINATOR v1 key_type TRANSACTION: this gateway, once the id's shard of
+        __transaction_state has an owner (Describe on the TransactionalId)."""
+        body = req.body
+        if req.header.api_version < 1:
+            return rpc.Reply(group_pb2.FindCoordinatorResponse(
+                error_code=E.INVALID_REQUEST, error_message="key_type TRANSACTION needs v1"))
+        if not body.key:
+            return rpc.Reply(group_pb2.FindCoordinatorResponse(
+                error_code=E.INVALID_REQUEST, error_message="empty transactional id"))
+        if not self.gw.guard.may(req)(txn_routing.O.DESCRIBE, txn_routing.TXN_ID, body.key):
+            return rpc.Reply(group_pb2.FindCoordinatorResponse(
+                error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                error_message=f"not authorized to describe transactional id {body.key!r}"))
+        shard = await self._shard(body.key, self._timeout(req) // 2, TRANSACTION_STATE_TOPIC)
+        owners = self._owners[TRANSACTION_COORDINATOR]
+        if shard is not None and shard not in owners:
+            await self._reread(TRANSACTION_COORDINATOR)
+            owners = self._owners[TRANSACTION_COORDINATOR]
+        if shard is None or shard not in owners:
+            return rpc.Reply(group_pb2.FindCoordinatorResponse(
+                error_code=E.COORDINATOR_NOT_AVAILABLE, shard=shard if shard is not None else -1,
+                error_message="no transaction coordinator owns the id's shard yet"))
+        cfg = self.gw.config
         return rpc.Reply(group_pb2.FindCoordinatorResponse(
             error_code=E.NONE, node_id=cfg.gateway_id, host=cfg.host_name, port=cfg.port,
             endpoint=cfg.endpoint, shard=shard))

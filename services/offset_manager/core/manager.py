@@ -12,13 +12,23 @@ Group membership (generation, member ids) comes from the group-metadata records 
 shard (`replay`), or from GroupMembershipChanged. A commit for a group with members must name a
 member and the current generation; a generation newer than the one known here means this
 instance has not yet read the coordinator's record: COORDINATOR_LOAD_IN_PROGRESS (retriable).
+
+Transactional commits (TXN_OFFSET_COMMIT, KIP-98/447; Kafka's pendingTransactionalOffsetCommits):
+the offsets are written as a transactional batch of the producer (id and epoch; the storage node
+refuses an older epoch: PRODUCER_FENCED) and kept aside as pending, per producer. The
+transaction coordinator's marker in the same partition reaches this core through the tail
+(`replay_control`): COMMIT moves the producer's pending offsets into the cache (unless a later
+commit replaced one already), ABORT drops them. Loading a shard does the same from the log.
+OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition with a pending
+transactional offset, so a read_committed consumer never resumes from an offset a transaction
+is about to replace.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 
-from riverbed._proto.v1 import offset_pb2
+from riverbed._proto.v1 import offset_pb2, transaction_pb2
 from riverbed.coordinator import offsets_topic as ot
 from riverbed.errors import ErrorCode as E
 from services.offset_manager.config import OffsetManagerConfig
@@ -51,10 +61,11 @@ class _PendingWrite:
     shard: int
     records: tuple[tuple[bytes, bytes | None], ...]
     request_id: int | None               # None for expiry tombstones
-    kind: str                            # "commit" | "delete" | "expire"
+    kind: str                            # "commit" | "delete" | "expire" | "txn_commit"
     response: object = None              # the response to fill and send
     slots: list = field(default_factory=list)   # per record: the partition response to set
     keys: list = field(default_factory=list)    # per record: (group, tp)
+    producer: tuple[int, int] = (-1, -1)        # txn_commit: the producer id and epoch
 
 
 class OffsetManagerCore:
@@ -63,6 +74,9 @@ class OffsetManagerCore:
         self.shards: dict[int, bool] = {}                   # shard -> loaded
         self.offsets: dict[str, dict[TP, CachedOffset]] = {}
         self.groups: dict[str, Membership] = {}
+        # transactional offsets waiting for their transaction's marker:
+        # producer id -> (group, (topic, partition)) -> the offset and its log offset
+        self.pending: dict[int, dict[tuple[str, TP], CachedOffset]] = {}
         self._writes: dict[int, _PendingWrite] = {}
         self._expiring: set[tuple[str, TP]] = set()
         self._next_write_id = 1
@@ -146,11 +160,41 @@ class OffsetManagerCore:
             own.difference_update([o for o in own if o < record.offset])
         self._apply(record)
 
+    def replay_control(self, control: ot.StoredControl) -> list[Effect]:
+        """A transaction marker in an owned shard (tail or load): the producer's pending
+        offsets of that shard are committed (into the cache, each unless a later commit of the
+        same partition is there) or dropped."""
+        out: list[Effect] = []
+        if control.shard not in self.shards:
+            return out
+        pending = self.pending.get(control.producer_id)
+        if not pending:
+            return out
+        done = [k for k in pending if self._shard_of(k[0]) == control.shard]
+        for key in done:
+            c = pending.pop(key)
+            if not control.commit:
+                continue
+            group_id, tp = key
+            cache = self.offsets.setdefault(group_id, {})
+            old = cache.get(tp)
+            if old is None or old.log_offset < c.log_offset:
+                cache[tp] = c
+        if not pending:
+            del self.pending[control.producer_id]
+        return out
+
     def _apply(self, record: ot.StoredRecord) -> None:
         try:
             rec = ot.decode_record(record.key, record.value)
         except ot.OffsetsTopicFormatError:
             log.warning("shard %d offset %d: undecodable record skipped", record.shard, record.offset)
+            return
+        if isinstance(rec.key, ot.OffsetCommitKey) and record.producer_id >= 0:
+            if isinstance(rec.value, ot.OffsetCommitValue):     # a transaction's offset
+                self.pending.setdefault(record.producer_id, {})[
+                    (rec.key.group, (rec.key.topic, rec.key.partition))] = \
+                    CachedOffset(rec.value, record.offset)
             return
         if isinstance(rec.key, ot.OffsetCommitKey):
             tp = (rec.key.topic, rec.key.partition)
@@ -187,6 +231,12 @@ class OffsetManagerCore:
         for wid, pw in self._writes.items():
             if pw.shard not in self.shards:
                 raise AssertionError(f"write {wid} pending for a shard not owned")
+        for pid, pending in self.pending.items():
+            if not pending:
+                raise AssertionError(f"empty pending map kept for producer {pid}")
+            for g, _ in pending:
+                if self._shard_of(g) not in self.shards:
+                    raise AssertionError(f"pending offsets of group {g} for a shard not owned")
 
     # ------------------------------------------------------------------ shards
 
@@ -196,6 +246,12 @@ class OffsetManagerCore:
         for g in [g for g in self.groups if self._shard_of(g) == shard]:
             del self.groups[g]
         self._expiring = {k for k in self._expiring if self._shard_of(k[0]) != shard}
+        for pid in list(self.pending):
+            pending = self.pending[pid]
+            for key in [k for k in pending if self._shard_of(k[0]) == shard]:
+                del pending[key]
+            if not pending:
+                del self.pending[pid]
         self._own_offsets.pop(shard, None)
         for wid in [w for w, pw in self._writes.items() if pw.shard == shard]:
             pw = self._writes.pop(wid)
@@ -222,10 +278,13 @@ class OffsetManagerCore:
             out.append(Reply(ev.request_id, self._fetch(b)))
         elif isinstance(b, offset_pb2.OffsetDeleteRequest):
             self._delete(ev.request_id, b, out)
+        elif isinstance(b, transaction_pb2.TxnOffsetCommitRequest):
+            self._txn_commit(ev.request_id, b, now_ms, out)
         else:
             raise TypeError(f"not an offset request: {type(b).__name__}")
 
-    def _membership_error(self, req: offset_pb2.OffsetCommitRequest) -> tuple[int, str] | None:
+    def _membership_error(self, req) -> tuple[int, str] | None:
+        """`req`: an OffsetCommitRequest or TxnOffsetCommitRequest (group id, generation, member)."""
         m = self.groups.get(req.group_id)
         active = m is not None and bool(m.member_ids)
         if not active:
@@ -249,29 +308,50 @@ class OffsetManagerCore:
 
     def _commit(self, rid: int, req: offset_pb2.OffsetCommitRequest, now_ms: int, out: list[Effect]) -> None:
         resp = offset_pb2.OffsetCommitResponse()
+        expire = now_ms + req.retention_time_ms if req.retention_time_ms > 0 else None
+        self._write_offsets(rid, req, resp, "commit", now_ms, expire, out)
+
+    def _txn_commit(self, rid: int, req: transaction_pb2.TxnOffsetCommitRequest, now_ms: int,
+                    out: list[Effect]) -> None:
+        """TXN_OFFSET_COMMIT: the offsets as a transactional batch of the producer; pending
+        once written (see the module doc)."""
+        self._write_offsets(rid, req, transaction_pb2.TxnOffsetCommitResponse(), "txn_commit",
+                            now_ms, None, out)
+
+    def _write_offsets(self, rid: int, req, resp, kind: str, now_ms: int, expire: int | None,
+                       out: list[Effect]) -> None:
+        """OFFSET_COMMIT and TXN_OFFSET_COMMIT: the checks, then one write of the offset records
+        (a transactional batch of the producer for a TXN_OFFSET_COMMIT); answered after it."""
         slots = []
         for t in req.topics:
             tr = resp.topics.add(name=t.name)
             for p in t.partitions:
                 slots.append((t.name, p, tr.partitions.add(partition_index=p.partition_index)))
-        err = self._shard_error(req.group_id) or self._membership_error(req)
+        transactional = kind == "txn_commit"
+        err = self._shard_error(req.group_id)
+        if err is None and (not transactional or req.generation_id >= 0 or req.member_id):
+            err = self._membership_error(req)
+        if err is None and transactional and (req.producer_id < 0 or
+                                              not 0 <= req.producer_epoch <= 32767):
+            err = (E.INVALID_REQUEST, "a transactional commit needs a producer id and epoch")
         if err:
-            resp.error_code, resp.error_message = err
+            if not transactional:
+                resp.error_code, resp.error_message = err
             for _, _, s in slots:
                 s.error_code, s.error_message = err
             out.append(Reply(rid, resp))
             return
-        shard = self._shard_of(req.group_id)
-        pw = _PendingWrite(shard, (), rid, "commit", resp)
+        pw = _PendingWrite(self._shard_of(req.group_id), (), rid, kind, resp)
         records = []
-        expire = now_ms + req.retention_time_ms if req.retention_time_ms > 0 else None
+        limit = self.config.offset_metadata_max_bytes
         for topic, p, s in slots:
-            if len(p.committed_metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+            if len(p.committed_metadata.encode("utf-8")) > limit:
                 s.error_code = E.OFFSET_METADATA_TOO_LARGE
-                s.error_message = f"metadata over offset.metadata.max.bytes={self.config.offset_metadata_max_bytes}"
+                s.error_message = f"metadata over offset.metadata.max.bytes={limit}"
                 continue
             value = ot.OffsetCommitValue(p.committed_offset, p.committed_metadata, now_ms,
-                                         p.committed_leader_epoch if p.committed_leader_epoch else -1, expire)
+                                         p.committed_leader_epoch if p.committed_leader_epoch
+                                         else -1, expire)
             key = ot.OffsetCommitKey(req.group_id, topic, p.partition_index)
             records.append((ot.encode_key(key), ot.encode_offset_value(value)))
             pw.slots.append(s)
@@ -280,6 +360,8 @@ class OffsetManagerCore:
             out.append(Reply(rid, resp))
             return
         pw.records = tuple(records)
+        if transactional:
+            pw.producer = (req.producer_id, req.producer_epoch)
         self._append(pw, out)
 
     def _fetch(self, req: offset_pb2.OffsetFetchRequest) -> offset_pb2.OffsetFetchResponse:
@@ -302,11 +384,21 @@ class OffsetManagerCore:
             for (t, p) in sorted(cache):
                 by.setdefault(t, []).append(p)
             wanted = list(by.items())
+        unstable: set[TP] = set()
+        if req.require_stable:
+            for pending in self.pending.values():
+                unstable.update(tp for g, tp in pending if g == req.group_id)
         for topic, parts in wanted:
             tr = resp.topics.add(name=topic)
             for p in parts:
                 c = cache.get((topic, p))
-                if c is None:
+                if (topic, p) in unstable:
+                    tr.partitions.add(partition_index=p, committed_offset=-1,
+                                      committed_leader_epoch=-1,
+                                      error_code=E.UNSTABLE_OFFSET_COMMIT,
+                                      error_message="a transactional commit of this partition "
+                                                    "is not yet committed or aborted")
+                elif c is None:
                     tr.partitions.add(partition_index=p, committed_offset=-1, committed_leader_epoch=-1)
                 else:
                     tr.partitions.add(partition_index=p, committed_offset=c.value.offset,
@@ -350,7 +442,8 @@ class OffsetManagerCore:
         wid = self._next_write_id
         self._next_write_id += 1
         self._writes[wid] = pw
-        out.append(AppendRecords(wid, pw.shard, pw.records))
+        pid, epoch = pw.producer
+        out.append(AppendRecords(wid, pw.shard, pw.records, pid, epoch))
 
     def _fail(self, pw: _PendingWrite, code: int, msg: str, out: list[Effect]) -> None:
         self._expiring.difference_update(pw.keys)
@@ -366,15 +459,19 @@ class OffsetManagerCore:
             return
         if ev.error_code != E.NONE:
             code = ot.coordinator_error_for_append(ev.error_code)
+            if pw.kind == "txn_commit" and ev.error_code in (E.INVALID_PRODUCER_EPOCH,
+                                                             E.PRODUCER_FENCED):
+                code = E.PRODUCER_FENCED     # a newer instance of the transactional id wrote
             log.warning("shard %d: write of %d %s records failed (%d)", pw.shard, len(pw.records), pw.kind,
                         ev.error_code)
             self._fail(pw, code, f"writing to __consumer_offsets failed ({E.Name(ev.error_code)})", out)
             return
+        pid, epoch = pw.producer
         for i, (key, value) in enumerate(pw.records):
             offset = ev.base_offset + i if ev.base_offset >= 0 else -1
             if offset >= 0:
                 self._own_offsets.setdefault(pw.shard, set()).add(offset)
-            self._apply(ot.StoredRecord(pw.shard, offset, key, value))
+            self._apply(ot.StoredRecord(pw.shard, offset, key, value, pid, epoch))
         self._expiring.difference_update(pw.keys)
         if pw.request_id is not None:
             out.append(Reply(pw.request_id, pw.response))

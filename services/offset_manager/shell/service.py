@@ -1,7 +1,7 @@
 """The offset manager service: the pure core behind a ROUTER, its shards hosted by ShardHost
 (the wiring is services.common.sharded_service, shared with the group coordinator).
 
-OFFSET_COMMIT / OFFSET_FETCH / OFFSET_DELETE (normally forwarded by a gateway) become
+OFFSET_COMMIT / OFFSET_FETCH / OFFSET_DELETE / TXN_OFFSET_COMMIT (normally forwarded by a gateway) become
 `RequestReceived` inputs; the handler waits for the `Reply` effect naming its request id (a
 commit's after its acks=all write). `AppendRecords` effects are written by the ShardHost and fed
 back as `WriteCompleted`. Owned shards are loaded and then tailed (`tail=True`), so the group
@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 
 class OffsetManagerService(ShardedService):
-    apis = (ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.OFFSET_DELETE)
+    apis = (ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.OFFSET_DELETE,
+            ApiKey.TXN_OFFSET_COMMIT)
     tick_s = TICK_S
 
     def __init__(self, config: OffsetManagerConfig):

@@ -155,10 +155,12 @@ class CleanPlan:
 
 
 def plan_clean(segments: list[SegmentInfo], *, cleaner_checkpoint: int, log_start_offset: int,
-               now_ms: int, min_compaction_lag_ms: int) -> CleanPlan | None:
+               now_ms: int, min_compaction_lag_ms: int,
+               first_unstable_offset: int | None = None) -> CleanPlan | None:
     """Kafka LogCleanerManager: the dirty section runs from the cleaner checkpoint to the first
     uncleanable offset (the active segment, or the first segment with a record newer than
-    min.compaction.lag.ms). None when nothing is cleanable."""
+    min.compaction.lag.ms, or the segment holding the first unstable offset: a transaction not
+    decided yet, whose records the cleaner may not judge). None when nothing is cleanable."""
     if len(segments) < 2:
         return None
     first_dirty = max(cleaner_checkpoint, log_start_offset, segments[0].base_offset)
@@ -167,6 +169,13 @@ def plan_clean(segments: list[SegmentInfo], *, cleaner_checkpoint: int, log_star
         if min_compaction_lag_ms > 0 and seg.largest_timestamp > now_ms - min_compaction_lag_ms:
             first_uncleanable = seg.base_offset
             break
+    if first_unstable_offset is not None:
+        for seg in reversed(segments):
+            if seg.base_offset <= first_unstable_offset:
+                first_uncleanable = min(first_uncleanable, seg.base_offset)
+                break
+        else:
+            first_uncleanable = segments[0].base_offset
     if first_dirty >= first_uncleanable:
         return None
     clean = dirty = 0
@@ -200,6 +209,25 @@ def group_segments(segments: list[SegmentInfo], *, max_bytes: int) -> list[list[
     if current:
         groups.append(current)
     return groups
+
+
+def is_aborted(producer_id: int, base_offset: int,
+               aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """Whether a transactional batch of `producer_id` at `base_offset` belongs to an aborted
+    transaction: `aborted` maps a producer to its aborted (first offset, marker offset) ranges
+    (from the .txnindex entries)."""
+    for first, marker in aborted.get(producer_id, ()):
+        if first <= base_offset < marker:
+            return True
+    return False
+
+
+def retain_marker(*, transaction_has_data: bool, marker_expired: bool) -> bool:
+    """Kafka's cleaner keeps a transaction marker while records of its transaction remain
+    before it, and afterwards until delete.retention.ms has passed (like a tombstone: a reader
+    that started before may still need it). An ABORT marker's data is removed in the same pass,
+    so it goes after delete.retention.ms."""
+    return transaction_has_data or not marker_expired
 
 
 def retain_record(*, key: bytes | None, offset: int, is_tombstone: bool,

@@ -1,5 +1,12 @@
 """The log cleaner (compaction) for one PartitionLog, and the crash-safe segment swap.
 
+Transactions (Kafka's cleaner, KIP-98): only segments below the first unstable offset are
+cleaned (`PartitionLog.first_unstable_offset_hint`, kept by the producer state); the records of
+aborted transactions (the .txnindex entries of the cleaned range) count for no key and are
+removed; a transaction marker stays while its transaction still has records before it, then
+until delete.retention.ms (`log_policy.retain_marker`); the cleaned segment's .txnindex keeps
+the entries whose markers it keeps.
+
 Decisions (what is cleanable, the dirty ratio, groups, which record survives) are in
 `core.log_policy`; this module reads batches, re-encodes survivors with `riverbed.records` and
 swaps files. Swap protocol (a crash at any step leaves a valid log; `recover_interrupted_clean`
@@ -101,7 +108,8 @@ def recover_interrupted_clean(directory: str) -> None:
             stem, ext = os.path.splitext(other)
             if ext in files.SEGMENT_SUFFIXES and stem.isdigit() and base <= int(stem) < end:
                 files.unlink_quietly(os.path.join(directory, other))
-        for ext in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.LOG_SUFFIX):
+        for ext in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX,
+                    files.LOG_SUFFIX):
             src = os.path.join(directory, files.segment_name(base, ext) + files.SWAP_SUFFIX)
             if os.path.exists(src):
                 os.rename(src, os.path.join(directory, files.segment_name(base, ext)))
@@ -148,7 +156,9 @@ def clean_log(plog, *, now_ms: int, throttler: Throttler | None = None,
     infos = [log_policy.SegmentInfo(s.base_offset, s.size, s.largest_timestamp) for s in segments]
     plan = log_policy.plan_clean(infos, cleaner_checkpoint=plog.cleaner_checkpoint,
                                  log_start_offset=plog.log_start_offset, now_ms=now_ms,
-                                 min_compaction_lag_ms=cfg.min_compaction_lag_ms)
+                                 min_compaction_lag_ms=cfg.min_compaction_lag_ms,
+                                 first_unstable_offset=getattr(
+                                     plog, "first_unstable_offset_hint", None))
     if plan is None or not (force or log_policy.should_clean(plan, cfg.min_cleanable_dirty_ratio)):
         return None
     # The cleaner may run beside the partition's appends, truncations and closes (the storage
@@ -176,8 +186,16 @@ def _clean(plog, segments: list[LogSegment], plan, now_ms: int, throttle,
            truncations: int) -> CleanResult | None:
     cfg = plog.config
     stats = {"read": 0, "written": 0, "kept": 0, "dropped": 0}
+    cleanable = [s for s in segments if s.base_offset < plan.first_uncleanable_offset]
 
-    # 1. the offset map: key -> offset of its latest record in the dirty section
+    # 0. aborted transactions of the cleanable range: producer -> (first offset, marker offset)
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for seg in cleanable:
+        for e in seg.txn_index.entries:
+            aborted.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+
+    # 1. the offset map: key -> offset of its latest record in the dirty section (records of
+    #    aborted transactions do not count)
     latest: dict[bytes, int] = {}
     for i, seg in enumerate(segments):
         nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -185,6 +203,9 @@ def _clean(plog, segments: list[LogSegment], plan, now_ms: int, throttle,
             continue
         for pos, header in seg.headers_from(0, seg.size):
             if header.is_control or header.last_offset < plan.first_dirty_offset:
+                continue
+            if header.is_transactional and log_policy.is_aborted(
+                    header.producer_id, header.base_offset, aborted):
                 continue
             data = seg.pread(header.size, pos)
             throttle(len(data))
@@ -194,15 +215,15 @@ def _clean(plog, segments: list[LogSegment], plan, now_ms: int, throttle,
                     latest[r.key] = r.offset
 
     # 2. recopy every cleanable segment, group by group, from the log start
-    cleanable = [s for s in segments if s.base_offset < plan.first_uncleanable_offset]
     by_base = {s.base_offset: s for s in cleanable}
+    txn_data: dict[int, bool] = {}     # producer -> its current transaction kept records
     groups = log_policy.group_segments(
         [log_policy.SegmentInfo(s.base_offset, s.size, s.largest_timestamp) for s in cleanable],
         max_bytes=cfg.segment_bytes)
     done = 0
     for group in groups:
         if not _clean_group(plog, [by_base[g.base_offset] for g in group], latest, now_ms,
-                            throttle, stats, truncations):
+                            throttle, stats, truncations, aborted, txn_data):
             log.info("[%s-%d] cleaning aborted: the log changed", plog.topic, plog.partition)
             return None
         done += 1
@@ -229,13 +250,18 @@ def _runs(records):
 
 
 def _clean_group(plog, group: list[LogSegment], latest: dict[bytes, int], now_ms: int,
-                 throttle, stats, truncations: int) -> bool:
+                 throttle, stats, truncations: int,
+                 aborted: dict[int, list[tuple[int, int]]] | None = None,
+                 txn_data: dict[int, bool] | None = None) -> bool:
     cfg = plog.config
     directory = plog.dir
     base = group[0].base_offset
     cleaned = LogSegment(directory, base, index_interval_bytes=cfg.index_interval_bytes,
                          max_index_bytes=cfg.segment_index_bytes, created_ms=now_ms,
                          active=True, new=True, suffix=files.CLEANED_SUFFIX)
+    aborted = aborted if aborted is not None else {}
+    txn_data = txn_data if txn_data is not None else {}
+    kept_markers: set[int] = set()
     try:
         for seg in group:
             largest = seg.largest_timestamp
@@ -245,7 +271,17 @@ def _clean_group(plog, group: list[LogSegment], latest: dict[bytes, int], now_ms
                 throttle(len(data))
                 stats["read"] += len(data)
                 if h.is_control:
+                    if h.producer_id >= 0 and not log_policy.retain_marker(
+                            transaction_has_data=txn_data.pop(h.producer_id, False),
+                            marker_expired=expired):
+                        stats["dropped"] += h.records_count
+                        continue
+                    kept_markers.add(h.base_offset)
                     out = [data]
+                elif h.is_transactional and log_policy.is_aborted(h.producer_id, h.base_offset,
+                                                                   aborted):
+                    stats["dropped"] += h.records_count    # an aborted transaction's records
+                    continue
                 else:
                     records = rec.decode_batch(data)
                     keep = [r for r in records if log_policy.retain_record(
@@ -254,6 +290,8 @@ def _clean_group(plog, group: list[LogSegment], latest: dict[bytes, int], now_ms
                         tombstone_expired=expired)]
                     stats["kept"] += len(keep)
                     stats["dropped"] += len(records) - len(keep)
+                    if keep and h.is_transactional:
+                        txn_data[h.producer_id] = True
                     if not keep:
                         continue
                     if len(keep) == len(records):
@@ -265,6 +303,10 @@ def _clean_group(plog, group: list[LogSegment], latest: dict[bytes, int], now_ms
                     cleaned.append(batch, len(batch), [(0, len(batch), hdr.last_offset, hdr.max_timestamp)])
                     throttle(len(batch))
                     stats["written"] += len(batch)
+        for seg in group:          # the aborted transactions whose markers stay
+            for e in seg.txn_index.entries:
+                if e.last_offset in kept_markers:
+                    cleaned.txn_index.add(e)
         cleaned.on_become_inactive()
         cleaned.flush()
         return _swap(plog, group, cleaned, now_ms, truncations)

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from riverbed import errors
 from riverbed import records as rec
 from services.storage_node.core import log_policy
+from services.storage_node.core.aborted_txns import AbortedTxn, collect_aborted
 from services.storage_node.core.checkpoints import CheckpointError, format_epochs, parse_epochs
 from services.storage_node.core.leader_epoch import LeaderEpochCache
 from services.storage_node.core.offset_index import lookup_time
@@ -124,6 +125,9 @@ class PartitionLog:
         self._recovered_epochs: list[tuple[int, int]] = []
         self.closed = False
         self.truncations = 0     # bumped by every truncation (a log dir move re-copies then)
+        # The first offset of a transaction not yet decided (or not yet replicated), kept by the
+        # producer state's owner after each append; the cleaner stays below it. None: none.
+        self.first_unstable_offset_hint: int | None = None
 
     # ---- opening -------------------------------------------------------------------------
     @classmethod
@@ -146,7 +150,8 @@ class PartitionLog:
                 bases.append(int(m.group(1)))
         for name in os.listdir(directory):       # indexes whose log is gone
             stem, ext = os.path.splitext(name)
-            if ext in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX) and stem.isdigit() \
+            if ext in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX) \
+                    and stem.isdigit() \
                     and int(stem) not in bases:
                 files.unlink_quietly(os.path.join(directory, name))
         bases.sort()
@@ -198,6 +203,7 @@ class PartitionLog:
         for i in range(k, len(segments)):
             seg = segments[i]
             result = seg.recover(contiguous=contiguous)
+            seg.txn_index.truncate_to(seg.next_offset)      # entries of markers cut away
             self._recovered_epochs.extend((h.partition_leader_epoch, h.base_offset)
                                           for _pos, h in result.batches)
             if i < len(segments) - 1:
@@ -514,6 +520,25 @@ class PartitionLog:
                 seg.release()
         return None
 
+    # ---- aborted transactions (.txnindex) ----------------------------------------------------
+    def add_aborted_txn(self, entry: AbortedTxn) -> bool:
+        """Record an aborted transaction in the txn index of the segment holding its marker
+        (`entry.last_offset`); a second call for the same marker adds nothing."""
+        view = self._view
+        i = bisect.bisect_right(view.bases, entry.last_offset) - 1
+        if i < 0:
+            return False                 # below the log start: deleted already
+        return view.segments[i].txn_index.add(entry)
+
+    def collect_aborted_transactions(self, fetch_offset: int,
+                                     upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed reader of [fetch_offset, upper_bound)
+        needs (core.aborted_txns.collect_aborted over the segments from fetch_offset's)."""
+        view = self._view
+        i = max(bisect.bisect_right(view.bases, fetch_offset) - 1, 0)
+        return collect_aborted((s.txn_index.entries for s in view.segments[i:]), fetch_offset,
+                               upper_bound)
+
     # ---- truncation and log start ----------------------------------------------------------
     def truncate_to(self, offset: int, *, now_ms: int = 0) -> int:
         """Remove every batch whose last offset is >= `offset` (a replica diverged). Returns the
@@ -536,6 +561,7 @@ class PartitionLog:
             self._view = _View(list(view.segments[:i + 1]))
             seg.truncate_to_position(found[0] if found else seg.size)
             self._log_end_offset = seg.next_offset
+            seg.txn_index.truncate_to(self._log_end_offset)
             self._schedule_delete(doomed, now_ms)
             self._after_truncation()
             return self._log_end_offset

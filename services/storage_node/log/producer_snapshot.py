@@ -11,14 +11,16 @@ keeps all cached batches (5, or producer.state.batches.retained), so duplicates 
 restart. The file is Riverbed's own, not readable by Kafka's tools.
 
     position  size  field
-     0         2    version          int16   1
+     0         2    version          int16   2 (1 is still read: no transaction fields)
      2         4    crc              uint32  CRC-32C (Castagnoli) of bytes 6..end
      6         4    producer count   int32
     then per producer, by producer id:
                8    producer_id      int64
                2    producer_epoch   int16
                8    last_timestamp   int64
-               4    batch count      int32   1..1024 (the window), oldest first
+    (v2)       4    coordinator_epoch int32  of its last transaction marker, -1 none
+    (v2)       8    current_txn_first_offset int64  its open transaction's first offset, -1 none
+               4    batch count      int32   0..1024 (the window; v1: 1..), oldest first
     then per batch (32 bytes):
                4    first_seq        int32
                4    last_seq         int32
@@ -42,7 +44,9 @@ from collections.abc import Iterator
 from crc32c import crc32c
 
 from riverbed import errors
-from riverbed.records import BatchHeader
+from riverbed.records import BatchHeader, iter_batches
+from riverbed.records.control import ControlRecord, read_control_record
+from services.storage_node.core.aborted_txns import AbortedTxn
 from services.storage_node.core.producer_state import (
     MAX_CACHED_BATCHES, MAX_PRODUCER_STATE_WINDOW, BatchMetadata, Decision, ProducerStateEntry,
     ProducerStateManager, Verdict, resolve_old_duplicates, with_assigned_offsets)
@@ -53,11 +57,13 @@ from services.storage_node.log import files
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _HEADER = struct.Struct(">hI")            # version, crc
 _COUNT = struct.Struct(">i")
-_PRODUCER = struct.Struct(">qhqi")        # producer_id, epoch, last_timestamp, batch count
+_PRODUCER_V1 = struct.Struct(">qhqi")     # producer_id, epoch, last_timestamp, batch count
+# producer_id, epoch, last_timestamp, coordinator_epoch, current_txn_first_offset, batch count
+_PRODUCER = struct.Struct(">qhqiqi")
 _BATCH = struct.Struct(">iiqqq")          # first_seq, last_seq, first_offset, last_offset, ts
 _CRC_START = _HEADER.size
 
@@ -76,7 +82,8 @@ def encode_snapshot(entries) -> bytes:
     entries = sorted(entries, key=lambda e: e.producer_id)
     body = bytearray(_COUNT.pack(len(entries)))
     for e in entries:
-        body += _PRODUCER.pack(e.producer_id, e.producer_epoch, e.last_timestamp, len(e.batches))
+        body += _PRODUCER.pack(e.producer_id, e.producer_epoch, e.last_timestamp,
+                               e.coordinator_epoch, e.current_txn_first_offset, len(e.batches))
         for b in e.batches:
             body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
     return _HEADER.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
@@ -84,12 +91,14 @@ def encode_snapshot(entries) -> bytes:
 
 def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     """Entries from snapshot bytes; ProducerSnapshotError on anything that is not a whole,
-    CRC-valid version-1 snapshot."""
+    CRC-valid version-1 or version-2 snapshot."""
     if len(data) < _HEADER.size + _COUNT.size:
         raise ProducerSnapshotError(f"snapshot of {len(data)} bytes is too short")
     version, crc = _HEADER.unpack_from(data, 0)
-    if version != SNAPSHOT_VERSION:
+    if version not in (1, SNAPSHOT_VERSION):
         raise ProducerSnapshotError(f"unknown snapshot version {version}")
+    layout = _PRODUCER if version == SNAPSHOT_VERSION else _PRODUCER_V1
+    min_batches = 0 if version == SNAPSHOT_VERSION else 1
     actual = crc32c(memoryview(data)[_CRC_START:])
     if actual != crc:
         raise ProducerSnapshotError(f"snapshot CRC mismatch: stored {crc:#010x}, "
@@ -99,13 +108,18 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     pos += _COUNT.size
     entries = []
     try:
-        if count < 0 or count * (_PRODUCER.size + _BATCH.size) > len(data) - pos:
+        if count < 0 or count * layout.size > len(data) - pos:
             raise ProducerSnapshotError(f"producer count {count} does not fit the file")
         previous_pid = -1
         for _ in range(count):
-            pid, epoch, last_ts, nbatches = _PRODUCER.unpack_from(data, pos)
-            pos += _PRODUCER.size
-            if not 1 <= nbatches <= MAX_PRODUCER_STATE_WINDOW:
+            if layout is _PRODUCER:
+                pid, epoch, last_ts, coord_epoch, txn_first, nbatches = \
+                    _PRODUCER.unpack_from(data, pos)
+            else:
+                pid, epoch, last_ts, nbatches = _PRODUCER_V1.unpack_from(data, pos)
+                coord_epoch, txn_first = -1, -1
+            pos += layout.size
+            if not min_batches <= nbatches <= MAX_PRODUCER_STATE_WINDOW:
                 raise ProducerSnapshotError(f"producer {pid}: {nbatches} batches")
             if pid <= previous_pid:
                 raise ProducerSnapshotError(f"producer ids out of order at {pid}")
@@ -114,7 +128,8 @@ def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
             for _ in range(nbatches):
                 batches.append(BatchMetadata(*_BATCH.unpack_from(data, pos)))
                 pos += _BATCH.size
-            entries.append(ProducerStateEntry(pid, epoch, tuple(batches), last_ts))
+            entries.append(ProducerStateEntry(pid, epoch, tuple(batches), last_ts, coord_epoch,
+                                              txn_first))
     except struct.error as e:
         raise ProducerSnapshotError(f"snapshot truncated: {e}") from None
     if pos != len(data):
@@ -153,10 +168,10 @@ def read_snapshot(directory: str, offset: int) -> list[ProducerStateEntry]:
         data = f.read()
     entries = decode_snapshot(data)
     for e in entries:
-        if e.batches[-1].last_offset >= offset:
+        if e.last_offset >= offset or e.current_txn_first_offset >= offset:
             raise ProducerSnapshotError(
-                f"producer {e.producer_id}: batch at offset {e.batches[-1].last_offset} in a "
-                f"snapshot of the state below {offset}")
+                f"producer {e.producer_id}: batch at offset {e.last_offset} (open transaction "
+                f"at {e.current_txn_first_offset}) in a snapshot of the state below {offset}")
     return entries
 
 
@@ -177,6 +192,14 @@ def iter_batch_headers(plog, from_offset: int) -> Iterator[BatchHeader]:
 
     Uses only PartitionLog's public segment view; call it from the partition's writer (startup,
     truncation) so the segments do not change under it."""
+    for h, _ in iter_batches_with_controls(plog, from_offset, decode_controls=False):
+        yield h
+
+
+def iter_batches_with_controls(plog, from_offset: int, *, decode_controls: bool = True
+                               ) -> Iterator[tuple[BatchHeader, ControlRecord | None]]:
+    """`iter_batch_headers`, each with its transaction marker decoded (None for a data batch,
+    an undecodable control record (logged), or without `decode_controls`)."""
     end = plog.log_end_offset
     segments = plog.segments
     for i, seg in enumerate(segments):
@@ -189,12 +212,38 @@ def iter_batch_headers(plog, from_offset: int) -> Iterator[BatchHeader]:
             found = seg.find_batch(from_offset, limit)
             if found is None:
                 continue
-            for _pos, h in seg.headers_from(found[0], limit):
+            for pos, h in seg.headers_from(found[0], limit):
                 if h.base_offset >= end:
                     return
-                yield h
+                control = None
+                if decode_controls and h.is_control and h.producer_id >= 0:
+                    control = _control_of(seg.pread(h.size, pos), plog, h)
+                yield h, control
         finally:
             seg.release()
+
+
+def _control_of(data, plog, h: BatchHeader) -> ControlRecord | None:
+    try:
+        return read_control_record(data, 0)
+    except errors.CorruptMessageError as e:
+        log.warning("[%s-%d] control batch at %d does not decode: %s", plog.topic,
+                    plog.partition, h.base_offset, e)
+        return None
+
+
+def controls_of(payload, headers: list[BatchHeader] | None = None) -> dict[int, ControlRecord]:
+    """The transaction markers of a payload of whole batches, by base offset."""
+    out: dict[int, ControlRecord] = {}
+    if headers is not None and not any(h.is_control for h in headers):
+        return out
+    for pos, h in iter_batches(payload):
+        if h.is_control and h.producer_id >= 0:
+            try:
+                out[h.base_offset] = read_control_record(payload, pos)
+            except errors.CorruptMessageError:
+                continue
+    return out
 
 
 # ---- a partition's log + state + snapshots ----------------------------------------------------
@@ -239,6 +288,7 @@ class ProducerStateStore:
         self.log.truncate_fully_and_start_at(offset, now_ms=now_ms)
         delete_snapshots(self.dir, above=-1)            # every one
         self.state.restore((), offset)
+        self.log.first_unstable_offset_hint = None
 
     def _reload(self) -> None:
         start, end = self.log.log_start_offset, self.log.log_end_offset
@@ -256,20 +306,24 @@ class ProducerStateStore:
                 files.unlink_quietly(os.path.join(self.dir, snapshot_name(candidate)))
         else:
             self.state.restore((), start)
-        applied = self.state.rebuild(iter_batch_headers(self.log, offset))
+        applied = self.state.rebuild(iter_batches_with_controls(self.log, offset))
         self.state.update_map_end_offset(end)
+        self._index_completed()
         log.info("[%s-%d] producer state: %d producers from snapshot %d + %d batches",
                  self.log.topic, self.log.partition, len(self.state), offset, applied)
 
     # ---- appends ------------------------------------------------------------------------
     def append_as_leader(self, payload, headers: list[BatchHeader], *, now_ms: int,
-                         leader_epoch: int, validated: bool = False):
+                         leader_epoch: int, validated: bool = False,
+                         allow_unsequenced: bool = False):
         """Check, append, apply. `headers` are the payload's (e.g. from
         `riverbed.records.iter_batches`); with `validated` they came from
         `riverbed.records.validate_batches` over this payload and the log does not check the
-        CRCs again. Returns (Decision, AppendInfo | None); the log is touched only for
-        Verdict.APPEND. Errors of PartitionLog.append propagate, state unchanged."""
-        decision = self.state.check_and_prepare(headers, log_whole=self.log_whole())
+        CRCs again. `allow_unsequenced`: a coordinator's transactional write (no sequences).
+        Returns (Decision, AppendInfo | None); the log is touched only for Verdict.APPEND.
+        Errors of PartitionLog.append propagate, state unchanged."""
+        decision = self.state.check_and_prepare(headers, log_whole=self.log_whole(),
+                                                allow_unsequenced=allow_unsequenced)
         if decision.old_duplicates:        # a retry older than the window: find it in the log
             decision = self.find_old_duplicates(decision)
         if not decision.ok:
@@ -278,7 +332,42 @@ class ProducerStateStore:
                             assign_offsets=True, validated=headers if validated else None)
         self.state.on_appended(with_assigned_offsets(headers, info.first_offset,
                                                      info.log_append_time_ms))
+        if any(h.is_transactional for h in headers):
+            self._index_completed()
         return decision, info
+
+    def append_marker(self, payload, header: BatchHeader, control: ControlRecord, *,
+                      now_ms: int, leader_epoch: int):
+        """The leader writes a transaction marker (one control batch it built): checked against
+        the producer's state (`check_marker`), appended, applied; an aborted transaction goes
+        to the .txnindex. Returns ((error code, message) or None, AppendInfo | None)."""
+        refusal = self.state.check_marker(header.producer_id, header.producer_epoch,
+                                          control.coordinator_epoch)
+        if refusal is not None:
+            return refusal, None
+        info = self._append(payload, now_ms=now_ms, leader_epoch=leader_epoch,
+                            assign_offsets=True)
+        (h,) = with_assigned_offsets([header], info.first_offset, info.log_append_time_ms)
+        self.state.on_appended([h], {h.base_offset: control})
+        self._index_completed()
+        return None, info
+
+    def _index_completed(self) -> None:
+        """Every aborted transaction the last batches applied closed goes to the .txnindex of
+        the segment holding its marker (idempotent per marker: a rebuild re-adds only what a
+        crash lost); then the log's first unstable offset for the cleaner."""
+        for c in self.state.take_completed():
+            if c.aborted:
+                self.log.add_aborted_txn(AbortedTxn(c.producer_id, c.first_offset,
+                                                    c.last_offset, c.last_stable_offset))
+        self.log.first_unstable_offset_hint = self.state.first_unstable_offset()
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The partition's LSO for its high watermark (ProducerStateManager.last_stable_offset);
+        the log's first unstable offset (for the cleaner) follows it."""
+        lso = self.state.last_stable_offset(high_watermark)
+        self.log.first_unstable_offset_hint = self.state.first_unstable_offset()
+        return lso
 
     def find_old_duplicates(self, decision: Decision) -> Decision:
         """Look for a DUPLICATE_SEQUENCE_NUMBER decision's batches in the log, newest segment
@@ -345,9 +434,11 @@ class ProducerStateStore:
         return out
 
     def append_as_follower(self, payload, headers: list[BatchHeader], *, now_ms: int):
-        """Append the leader's batches with their offsets and apply them (no checks)."""
+        """Append the leader's batches with their offsets and apply them (no checks); the
+        markers among them close their transactions here too."""
         info = self._append(payload, now_ms=now_ms, assign_offsets=False)
-        self.state.on_replicated(headers)
+        self.state.on_replicated(headers, controls_of(payload, headers))
+        self._index_completed()
         return info
 
     def _append(self, payload, **kw):

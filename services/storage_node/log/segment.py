@@ -1,4 +1,5 @@
-"""One segment's files: `<base>.log`, `<base>.index`, `<base>.timeindex`. Thin I/O only.
+"""One segment's files: `<base>.log`, `<base>.index`, `<base>.timeindex`, and `<base>.txnindex`
+when a transaction was aborted in it. Thin I/O only.
 
 Decisions (where index entries go, where a torn tail is cut) come from `services.storage_node.core`.
 Concurrency: one writer; readers use `size` (published after each append completes), the index
@@ -17,6 +18,7 @@ from riverbed.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
 from services.storage_node.core import offset_index as oi
 from services.storage_node.core.log_policy import ScanResult, scan_valid_prefix
 from services.storage_node.log import files
+from services.storage_node.log.txn_index import TxnIndex
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +131,9 @@ class LogSegment:
                                       max_bytes=idx_max, new=new)
         self.time_index = MmapIndex(self._path(files.TIME_INDEX_SUFFIX), oi.TIME_ENTRY_SIZE,
                                     max_bytes=idx_max, new=new)
+        self.txn_index = TxnIndex(self._path(files.TXN_INDEX_SUFFIX))
+        if new:
+            files.unlink_quietly(self.txn_index.path)
         self.planner = oi.IndexPlanner(base_offset, index_interval_bytes)
         self._next_offset: int | None = base_offset if new else None
         self._first_batch_timestamp: int | None = None
@@ -336,6 +341,7 @@ class LogSegment:
             os.fsync(self.fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         self.dirty = False
 
     def rename_suffix(self, suffix: str) -> None:
@@ -344,6 +350,7 @@ class LogSegment:
         # Indexes first, the log last: the log's rename is the commit point of a cleaner swap.
         self.offset_index.rename(self._path(files.INDEX_SUFFIX))
         self.time_index.rename(self._path(files.TIME_INDEX_SUFFIX))
+        self.txn_index.rename(self._path(files.TXN_INDEX_SUFFIX))
         new_log = self._path(files.LOG_SUFFIX)
         os.rename(self.log_path, new_log)
         self.log_path = new_log
@@ -363,7 +370,8 @@ class LogSegment:
             self.fd = -1
 
     def delete_files(self) -> None:
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     self.txn_index.path):
             files.unlink_quietly(path)
         self.close()
 

@@ -1,6 +1,7 @@
 """The storage node serving FETCH, to consumers (through the gateway) and to followers: the
 follower's checks on arrival (leader epoch, divergence, offset range, ISR expansion), the read
-below the high watermark (consumers) or the log end (followers), and the long poll until
+below the high watermark (consumers; below the last stable offset for read_committed ones, with
+the aborted transactions in the range read) or the log end (followers), and the long poll until
 fetch.min.bytes or max_wait_ms (core.purgatory). A mixin of StorageNode (shell.node), split out
 of it along this seam; it never imports shell.node."""
 from __future__ import annotations
@@ -159,6 +160,7 @@ class FetchServing:
         remaining = body.max_bytes if body.max_bytes > 0 else None
         core = self.core
         logs = self.logs
+        read_committed = body.isolation_level == 1 and not is_follower
         for i, (topic, p) in enumerate(entries):
             if prechecked and i in prechecked:
                 out.append((prechecked[i], b""))
@@ -171,7 +173,8 @@ class FetchServing:
                 hw = r.high_watermark
                 leo = log_access.log_end_offset(plog)
                 lso = log_access.log_start_offset(plog)
-                upper = leo if is_follower else hw
+                stable = log_access.last_stable_offset(logs.store(tp), hw)
+                upper = leo if is_follower else (stable if read_committed else hw)
                 if incremental and lso <= p.fetch_offset and upper <= p.fetch_offset <= leo \
                         and p.told(hw, lso, r.leader_epoch):
                     out.append(None)            # idle, and nothing new to tell
@@ -190,7 +193,7 @@ class FetchServing:
                 fields.update(error_code=NOT_LEADER_FOR_PARTITION, leader_epoch=r.leader_epoch,
                               error_message=f"{topic}-{p.partition}: leader is {r.leader}")
             else:
-                fields.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=lso,
+                fields.update(high_watermark=hw, last_stable_offset=stable, log_start_offset=lso,
                               log_end_offset=leo, leader_epoch=r.leader_epoch)
                 if p.fetch_offset < lso or p.fetch_offset > leo:
                     fields.update(error_code=OFFSET_OUT_OF_RANGE,
@@ -211,6 +214,14 @@ class FetchServing:
                             remaining -= len(data)
                         if data:
                             got_data = True
+                            if read_committed:
+                                aborted = log_access.aborted_transactions(plog, p.fetch_offset,
+                                                                          data)
+                                if aborted:
+                                    fields["aborted_transactions"] = [
+                                        fetch_pb2.AbortedTransaction(producer_id=pid,
+                                                                     first_offset=first)
+                                        for pid, first in aborted]
             if fields["error_code"] != NONE:
                 any_error = True
             out.append((fields, data))

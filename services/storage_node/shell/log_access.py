@@ -14,7 +14,8 @@ import os
 import random
 import time
 
-from riverbed.records import BatchHeader, iter_batches
+from riverbed.records import BatchHeader, iter_batches, read_header
+from riverbed.records.control import ControlRecord, build_marker_batch
 
 from services.storage_node.config import StorageNodeConfig
 from services.storage_node.core import checkpoints
@@ -245,22 +246,62 @@ def headers_of(payload) -> list[BatchHeader]:
 
 
 def append_as_leader(store: ProducerStateStore, payload, leader_epoch: int,
-                     validated: tuple | None = None) -> tuple[Decision, int, int]:
+                     validated: tuple | None = None, *,
+                     allow_unsequenced: bool = False) -> tuple[Decision, int, int]:
     """Check the payload's idempotent batches against the producer state, then append (assign
     offsets, stamp the leader epoch) and apply. Returns (decision, first offset, last offset):
     for APPEND the offsets written; for DUPLICATE the offsets of the batch(es) already in the
     log (nothing appended); for REFUSE -1, -1 (nothing appended). `validated`: the payload's
     headers as produce admission's validate_batches returned them (the CRCs are then not
-    checked a second time)."""
+    checked a second time). `allow_unsequenced`: a coordinator's transactional write."""
     if validated:
         decision, info = store.append_as_leader(payload, list(validated), now_ms=_now_ms(),
-                                                leader_epoch=leader_epoch, validated=True)
+                                                leader_epoch=leader_epoch, validated=True,
+                                                allow_unsequenced=allow_unsequenced)
     else:
         decision, info = store.append_as_leader(payload, headers_of(payload), now_ms=_now_ms(),
-                                                leader_epoch=leader_epoch)
+                                                leader_epoch=leader_epoch,
+                                                allow_unsequenced=allow_unsequenced)
     if info is not None:
         return decision, info.first_offset, info.last_offset
     return decision, decision.first_offset, decision.last_offset
+
+
+def append_marker(store: ProducerStateStore, producer_id: int, producer_epoch: int,
+                  commit: bool, coordinator_epoch: int,
+                  leader_epoch: int) -> tuple[tuple[int, str] | None, int]:
+    """Write a transaction marker as the leader (Kafka's control batch; see
+    riverbed.records.control). Returns (refusal, offset): (error code, message) and -1 when the
+    producer state refuses it (an older producer or coordinator epoch), else None and the
+    marker's offset."""
+    now = _now_ms()
+    batch = build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
+    refusal, info = store.append_marker(batch, read_header(batch),
+                                        ControlRecord(commit, coordinator_epoch),
+                                        now_ms=now, leader_epoch=leader_epoch)
+    if refusal is not None:
+        return refusal, -1
+    return None, info.first_offset
+
+
+def last_stable_offset(store: ProducerStateStore | None, high_watermark: int) -> int:
+    """The partition's last stable offset (the HW when no transaction is open)."""
+    if store is None:
+        return high_watermark
+    return store.last_stable_offset(high_watermark)
+
+
+def aborted_transactions(plog, fetch_offset: int, data) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the aborted transactions a read_committed reader of `data`
+    (read from `fetch_offset`) must skip: those overlapping [fetch_offset, the offset after its
+    last whole batch)."""
+    upper = fetch_offset
+    for _, h in iter_batches(data):
+        upper = h.next_offset
+    if upper <= fetch_offset:
+        return []
+    return [(e.producer_id, e.first_offset)
+            for e in plog.collect_aborted_transactions(fetch_offset, upper)]
 
 
 def append_as_follower(store: ProducerStateStore, payload) -> None:

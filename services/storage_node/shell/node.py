@@ -26,7 +26,8 @@ import time
 from opentelemetry import trace
 
 from riverbed import errors
-from riverbed._proto.v1 import controller_pb2, list_offsets_pb2, produce_pb2
+from riverbed._proto.v1 import controller_pb2, list_offsets_pb2, produce_pb2, transaction_pb2
+from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.framing import Request
 
@@ -176,6 +177,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
             ApiKey.DESCRIBE_LOG_DIRS: lambda req: log_dirs_admin.describe_log_dirs(self, req),
             ApiKey.ALTER_REPLICA_LOG_DIRS:
                 lambda req: log_dirs_admin.alter_replica_log_dirs(self, req),
+            ApiKey.WRITE_TXN_MARKERS: self.handle_write_txn_markers,
         }
         self.server = RpcServer(cfg.endpoint, handlers, name=f"storage-node-{cfg.broker_id}",
                                 socket_request_max_bytes=cfg.socket_request_max_bytes,
@@ -184,7 +186,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                                 # clients reach the log-dir APIs only through a gateway, which
                                 # checks their ACLs (Describe / Alter on the cluster)
                                 cluster_action_apis=frozenset({ApiKey.DESCRIBE_LOG_DIRS,
-                                                               ApiKey.ALTER_REPLICA_LOG_DIRS}))
+                                                               ApiKey.ALTER_REPLICA_LOG_DIRS,
+                                                               # transaction coordinators only
+                                                               ApiKey.WRITE_TXN_MARKERS}))
         self.telemetry = Telemetry("storage_node", cfg.broker_id, host=cfg.host_name,
                                    port=cfg.metrics_port)
         node_metrics.register(self.telemetry, self)
@@ -370,6 +374,8 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
             if r is not None:
                 for op in self.produce_purgatory.on_high_watermark(tp, r.high_watermark):
                     self._finish_produce(op)
+                # completed transactions below the new HW stop holding the LSO (and the cleaner)
+                log_access.last_stable_offset(self.logs.store(tp), r.high_watermark)
         for wid in self.fetch_waiters.on_data(tp):
             self._wake_fetch(wid)
 
@@ -423,8 +429,11 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                                "log.dir.free.bytes.min; leadership is moving", -1, -1]
                 continue
             try:
+                # __consumer_offsets' transactional writes come from offset managers
+                # (TXN_OFFSET_COMMIT), unsequenced as Kafka's coordinator-origin appends
                 decision, first, last = log_access.append_as_leader(
-                    self.logs.store(tp), payload, replica.leader_epoch, adm.headers)
+                    self.logs.store(tp), payload, replica.leader_epoch, adm.headers,
+                    allow_unsequenced=tp[0] == OFFSETS_TOPIC)
             except errors.KafkaError as e:
                 results[tp] = [e.code, e.message, -1, -1]
                 continue
@@ -450,19 +459,9 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
             return None
         if body.acks == -1 and required:
             timeout = body.timeout_ms or req.header.timeout_ms or self.cfg.request_timeout_ms
-            op_id = next(self._ids)
-            hws = {tp: self.core.get(tp).high_watermark for tp in required}
-            op = self.produce_purgatory.add(op_id, required, now_ms() + timeout, hws)
-            if op is not None:
-                fut = self._loop.create_future()
-                self._produce_futs[op_id] = fut
-                self._tick_wake.set()
-                try:
-                    with remote_wait(), _followers_span(len(required), body.acks):
-                        codes = await fut
-                finally:
-                    self._produce_futs.pop(op_id, None)
-                    self.produce_purgatory.cancel(op_id)
+            codes = await self._await_replicated(
+                required, timeout, span=lambda: _followers_span(len(required), body.acks))
+            if codes:
                 for tp, code in codes.items():
                     if code != NONE:
                         results[tp][0] = code
@@ -476,6 +475,27 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                                   base_offset=base, log_append_time_ms=-1,
                                   log_start_offset=start)
         return Reply(resp)
+
+    async def _await_replicated(self, required: dict, timeout_ms: int,
+                                span=None) -> dict | None:
+        """acks=all: wait (in the produce purgatory) until each partition's high watermark
+        reaches its required offset, leadership is lost, or `timeout_ms`; the code per
+        partition, or None when every one was there already. `span`: a context manager
+        factory around the wait (the request's "await followers" span)."""
+        op_id = next(self._ids)
+        hws = {tp: self.core.get(tp).high_watermark for tp in required}
+        op = self.produce_purgatory.add(op_id, required, now_ms() + timeout_ms, hws)
+        if op is None:
+            return None
+        fut = self._loop.create_future()
+        self._produce_futs[op_id] = fut
+        self._tick_wake.set()
+        try:
+            with remote_wait(), (span() if span is not None else contextlib.nullcontext()):
+                return await fut
+        finally:
+            self._produce_futs.pop(op_id, None)
+            self.produce_purgatory.cancel(op_id)
 
     # =========================================================================================
     # FETCH
@@ -501,10 +521,14 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                     continue
                 plog = self.logs.get(tp)
                 out.leader_epoch = r.leader_epoch
+                # read_committed (v1): nothing at or past the last stable offset is visible
+                visible = r.high_watermark
+                if body.isolation_level == 1 and body.replica_id < 0:
+                    visible = log_access.last_stable_offset(self.logs.store(tp), visible)
                 if p.timestamp == -2:
                     out.offset = log_access.log_start_offset(plog)
                 elif p.timestamp == -1:
-                    out.offset = r.high_watermark if body.replica_id < 0 \
+                    out.offset = visible if body.replica_id < 0 \
                         else log_access.log_end_offset(plog)
                 elif p.timestamp < 0:
                     out.error_code = INVALID_REQUEST
@@ -513,7 +537,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                     found = log_access.offset_for_timestamp(plog, p.timestamp)
                     if found is not None:
                         ts, off = found
-                        if body.replica_id < 0 and off >= r.high_watermark:
+                        if body.replica_id < 0 and off >= visible:
                             continue
                         out.timestamp, out.offset = ts, off
         return Reply(resp)
@@ -548,6 +572,80 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                 out.leader_epoch, out.end_offset = log_access.end_offset_for_epoch(
                     plog, p.leader_epoch)
         return Reply(resp)
+
+    # =========================================================================================
+    # WRITE_TXN_MARKERS (from transaction coordinators)
+
+    async def handle_write_txn_markers(self, req: Request) -> Reply:
+        """Each marker as a control batch on each partition this node leads, with acks=all
+        semantics (min.insync.replicas before, the high watermark past it after, at most
+        request.timeout.ms); per partition NONE or the error (Kafka's
+        WriteTxnMarkers: NOT_LEADER_FOR_PARTITION, NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED, ...)."""
+        body: transaction_pb2.WriteTxnMarkersRequest = req.body
+        results: dict[tuple[int, str, int], list] = {}     # (marker index, topic, p) -> [code, msg]
+        required: dict[tuple[str, int], int] = {}
+        waiting: dict[tuple[str, int], list[tuple[int, str, int]]] = {}
+        for i, m in enumerate(body.markers):
+            for t in m.topics:
+                for p in t.partitions:
+                    tp = (t.name, p)
+                    key = (i, t.name, p)
+                    code, msg, offset = self._write_marker(tp, m)
+                    results[key] = [code, msg]
+                    if code == NONE:
+                        required[tp] = max(required.get(tp, 0), offset + 1)
+                        waiting.setdefault(tp, []).append(key)
+        if required:
+            codes = await self._await_replicated(
+                required, req.header.timeout_ms or self.cfg.request_timeout_ms)
+            if codes:
+                for tp, code in codes.items():
+                    for key in waiting.get(tp, ()):
+                        if code != NONE:
+                            results[key] = [code, errors.ErrorCode.Name(code).lower()]
+        resp = transaction_pb2.WriteTxnMarkersResponse()
+        for i, m in enumerate(body.markers):
+            mr = resp.markers.add(producer_id=m.producer_id)
+            for t in m.topics:
+                tr = mr.topics.add(name=t.name)
+                for p in t.partitions:
+                    code, msg = results[(i, t.name, p)]
+                    tr.partitions.add(partition_index=p, error_code=code, error_message=msg)
+        return Reply(resp)
+
+    def _write_marker(self, tp, m) -> tuple[int, str, int]:
+        """Append one marker to tp as its leader: (code, message, marker offset)."""
+        code = self.core.leader_check(tp)
+        if code != NONE:
+            return code, f"{tp[0]}-{tp[1]}: not the leader here", -1
+        isr = self.core.isr_size(tp)
+        min_insync = self._min_insync(tp[0])
+        if isr < min_insync:
+            return errors.NotEnoughReplicasError.code, \
+                f"{tp[0]}-{tp[1]}: ISR has {isr} member(s), min.insync.replicas is {min_insync}", -1
+        log_dir = self._dir_of(tp)
+        if self.space.is_low(log_dir):
+            return KAFKA_STORAGE_ERROR, f"log dir {log_dir} is below log.dir.free.bytes.min", -1
+        replica = self.core.get(tp)
+        plog = self.logs.get(tp)
+        try:
+            refusal, offset = log_access.append_marker(
+                self.logs.store(tp), m.producer_id, m.producer_epoch, m.transaction_result,
+                m.coordinator_epoch, replica.leader_epoch)
+        except errors.KafkaError as e:
+            return e.code, e.message, -1
+        except OSError as e:
+            self.fail_log_dir(log_dir, e, f"a marker append to {tp[0]}-{tp[1]}")
+            return KAFKA_STORAGE_ERROR, f"{tp[0]}-{tp[1]}: {e}", -1
+        if refusal is not None:
+            return refusal[0], refusal[1], -1
+        log.debug("[%s-%d] %s marker of producer %d epoch %d at offset %d", tp[0], tp[1],
+                  "commit" if m.transaction_result else "abort", m.producer_id,
+                  m.producer_epoch, offset)
+        moved = self.core.on_local_append(tp, log_access.log_end_offset(plog))
+        self._partition_changed(tp, moved)
+        return NONE, "", offset
 
     # =========================================================================================
     # LEADER_AND_ISR / STOP_REPLICA

@@ -47,7 +47,8 @@ def _example():
 def test_example_inventory_has_the_six_groups_ids_and_disks():
     groups, hostvars, _ = _example()
     assert set(groups) - {"all"} == {"zookeeper", "controller", "storage_node", "gateway",
-                                     "group_coordinator", "offset_manager"}
+                                     "group_coordinator", "offset_manager",
+                                     "transaction_coordinator"}
     assert sorted(hostvars[h]["zookeeper_myid"] for h in groups["zookeeper"]) == [1, 2, 3]
     ids = [hostvars[h]["riverbed_node_id"] for h in groups["storage_node"]]
     assert len(set(ids)) == len(ids)
@@ -60,7 +61,8 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
     services = rf.all_services(groups["all"], hostvars, groups, settings)
     by_name = {s["name"]: s for s in services}
     assert set(by_name) == {"controller-1", "controller-2", "storage-1", "storage-2", "storage-3",
-                            "storage-4", "gateway-1", "group-coordinator-1", "offset-manager-1"}
+                            "storage-4", "gateway-1", "group-coordinator-1", "offset-manager-1",
+                            "transaction-coordinator-1"}
     fleet = Fleet(tmp_path, free_base_port(), storage_nodes=4, controllers=2).configs()
     # the same keys `fleet up` writes (CURVE in both by default), security ones included
     for name, s in by_name.items():
@@ -124,7 +126,8 @@ def test_key_plan_names_each_services_endpoints():
     groups, hostvars, settings = _example()
     plan = rf.key_plan(groups["all"], hostvars, groups, settings)
     assert set(plan) == {"controller-1", "controller-2", "storage-1", "storage-2", "storage-3",
-                         "storage-4", "gateway-1", "group-coordinator-1", "offset-manager-1"}
+                         "storage-4", "gateway-1", "group-coordinator-1", "offset-manager-1",
+                         "transaction-coordinator-1"}
     assert plan["storage-1"] == ["tcp://10.0.0.12:9192"]
     # a controller's certificate also names its metadata PUB (clients look it up there)
     assert plan["controller-2"] == ["tcp://10.0.0.12:9101", "tcp://10.0.0.12:9111"]
@@ -238,7 +241,7 @@ def test_a_storage_node_without_an_id_is_an_inventory_error():
 def test_scrape_config_names_every_metrics_endpoint():
     groups, hostvars, settings = _example()
     text = rf.scrape_config_text(groups["all"], hostvars, groups, settings)
-    assert text.count("- targets:") == 9
+    assert text.count("- targets:") == 10
     assert '"10.0.0.12:9392"' in text and 'role: "storage_node"' in text
 
 

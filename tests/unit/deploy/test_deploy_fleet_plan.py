@@ -14,14 +14,14 @@ def test_default_port_plan(tmp_path):
     assert ports == {"zookeeper": 20001, "controller-1": 20010, "controller-2": 20011,
                      "storage-1": 20101, "storage-2": 20102, "storage-3": 20103,
                      "group-coordinator-1": 20030, "offset-manager-1": 20040,
-                     "gateway-1": 20000}
+                     "transaction-coordinator-1": 20070, "gateway-1": 20000}
     assert f.process("controller-2").extra["pub_endpoint"] == "tcp://127.0.0.1:20021"
     assert f.gateway_endpoint == "tcp://127.0.0.1:20000"
     assert f.zk_connect == "127.0.0.1:20001/riverbed"
     # start order: ZooKeeper, controllers, storage nodes, coordinators, gateways
     assert [f.process(n).role for n in f.names()] == [
         "zookeeper", "controller", "controller", "storage_node", "storage_node", "storage_node",
-        "group_coordinator", "offset_manager", "gateway"]
+        "group_coordinator", "offset_manager", "transaction_coordinator", "gateway"]
 
 
 def test_more_gateways_never_collide(tmp_path):
@@ -40,7 +40,7 @@ def test_metrics_endpoints_are_port_plus_200_and_in_prometheus_yml(tmp_path):
     assert f.configs()["controller-1"]["metrics.port"] == "20210"
     f.write_configs()
     text = f.prometheus_config_path.read_text()
-    assert text.count("- targets:") == 8      # every service, not ZooKeeper
+    assert text.count("- targets:") == 9      # every service, not ZooKeeper
     assert '- targets: ["127.0.0.1:20302"]' in text and 'role: "storage_node"' in text
     assert 'process: "storage-2"' in text
 
@@ -152,13 +152,13 @@ def test_override_for_unknown_target_is_refused(tmp_path):
 
 def test_roles_table_shape():
     assert list(ROLES) == ["controller", "storage_node", "group_coordinator", "offset_manager",
-                           "gateway"]
+                           "transaction_coordinator", "gateway"]
     assert all(spec.module == f"services.{role}" for role, spec in ROLES.items())
 
 
 def test_status_of_a_fleet_never_started(tmp_path):
     st = Fleet(tmp_path, 20000).status()
-    assert [p["up"] for p in st["processes"]] == [False] * 9
+    assert [p["up"] for p in st["processes"]] == [False] * 10
     assert st["controller"] is None and st["partitions"] == []
 
 

@@ -39,11 +39,13 @@ def test_paths_refuse_bad_ids(bad):
 
 def test_registry_lists_every_znode_once():
     names = [s.name for s in zn.ZNODES]
-    assert len(names) == len(set(names)) == 17
+    assert len(names) == len(set(names)) == 20
     assert {s.path for s in zn.ZNODES if s.ephemeral} == {
         "/brokers/ids/<id>", "/controller", "/riverbed/gateways/<id>",
         "/riverbed/group_coordinators/ids/<id>", "/riverbed/group_coordinators/shards/<shard>",
-        "/riverbed/offset_managers/ids/<id>", "/riverbed/offset_managers/shards/<shard>"}
+        "/riverbed/offset_managers/ids/<id>", "/riverbed/offset_managers/shards/<shard>",
+        "/riverbed/transaction_coordinators/ids/<id>",
+        "/riverbed/transaction_coordinators/shards/<shard>"}
 
 
 def test_broker_json_shape_and_round_trip():

@@ -276,3 +276,85 @@ def test_unload_fails_inflight_commits_and_drops_cache():
     assert codes(reply(effects, rid)) == [E.NOT_COORDINATOR]
     assert h.core.offsets == {}
     assert h.ack(out) == []
+
+
+# ---- transactional commits (TXN_OFFSET_COMMIT) ------------------------------------------------
+
+from riverbed._proto.v1 import transaction_pb2 as txp  # noqa: E402
+
+
+def txn_commit(h, offset, pid=77, epoch=0, **kw):
+    return h.send(txp.TxnOffsetCommitRequest(
+        transactional_id="t", group_id=GID, producer_id=pid, producer_epoch=epoch,
+        generation_id=kw.get("generation", -1), member_id=kw.get("member", ""),
+        topics=[txp.TxnOffsetCommitTopic(name="t", partitions=[
+            txp.TxnOffsetCommitPartition(partition_index=0, committed_offset=offset)])]))
+
+
+def fetch_stable(h):
+    rid, out = h.send(o.OffsetFetchRequest(group_id=GID, require_stable=True,
+                                           topics=[o.OffsetFetchTopic(name="t",
+                                                                      partition_indexes=[0])]))
+    return out[0].body.topics[0].partitions[0]
+
+
+def test_txn_offsets_are_pending_until_the_commit_marker():
+    h = Harness()
+    h.ack(h.send(o.OffsetCommitRequest(group_id=GID, generation_id=-1, topics=[
+        o.OffsetCommitTopic(name="t", partitions=[o.OffsetCommitPartition(
+            partition_index=0, committed_offset=5)])]))[1])
+    rid, out = txn_commit(h, 42)
+    (app,) = [e for e in out if isinstance(e, AppendRecords)]
+    assert (app.producer_id, app.producer_epoch) == (77, 0)
+    (reply,) = h.ack(out)
+    assert reply.body.topics[0].partitions[0].error_code == E.NONE
+    assert h.core.offsets[GID][("t", 0)].value.offset == 5        # not yet
+    assert fetch_stable(h).error_code == E.UNSTABLE_OFFSET_COMMIT
+    assert h.core.replay_control(ot.StoredControl(0, 99, 77, 0, commit=True)) == []
+    h.core.check_invariants()
+    assert h.core.offsets[GID][("t", 0)].value.offset == 42
+    p = fetch_stable(h)
+    assert (p.error_code, p.committed_offset) == (E.NONE, 42)
+
+
+def test_txn_offsets_are_dropped_by_the_abort_marker():
+    h = Harness()
+    h.ack(txn_commit(h, 42)[1])
+    h.core.replay_control(ot.StoredControl(0, 99, 77, 0, commit=False))
+    assert GID not in h.core.offsets and not h.core.pending
+    assert fetch_stable(h).committed_offset == -1
+
+
+def test_txn_offsets_from_the_log_at_load_then_markers():
+    h = Harness(shards=())
+    h.core.handle(ShardLoadStarted(0), h.now)
+    key = ot.encode_key(ot.OffsetCommitKey(GID, "t", 0))
+    val = ot.encode_offset_value(ot.OffsetCommitValue(9, "", 1, -1, None))
+    h.core.replay(ot.StoredRecord(0, 0, key, val, 5, 0))
+    h.core.replay_control(ot.StoredControl(0, 1, 5, 0, commit=True))
+    h.core.replay(ot.StoredRecord(0, 2, key, ot.encode_offset_value(
+        ot.OffsetCommitValue(11, "", 1, -1, None)), 6, 0))
+    h.core.handle(ShardLoadCompleted(0), h.now)
+    h.core.check_invariants()
+    assert h.core.offsets[GID][("t", 0)].value.offset == 9
+    assert set(h.core.pending) == {6}
+    h.core.handle(ShardUnloaded(0), h.now)
+    assert not h.core.pending
+
+
+def test_a_fenced_producers_txn_commit_is_producer_fenced():
+    h = Harness()
+    (reply,) = h.ack(txn_commit(h, 1)[1], error=E.INVALID_PRODUCER_EPOCH)
+    assert reply.body.topics[0].partitions[0].error_code == E.PRODUCER_FENCED
+    assert not h.core.pending
+
+
+def test_txn_commit_with_group_metadata_is_checked_like_a_commit():
+    h = Harness()
+    h.group_record(3, ["m1"])
+    rid, out = txn_commit(h, 1, generation=2, member="m1")
+    assert out[0].body.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
+    rid, out = txn_commit(h, 1, generation=3, member="zz")
+    assert out[0].body.topics[0].partitions[0].error_code == E.UNKNOWN_MEMBER_ID
+    (reply,) = h.ack(txn_commit(h, 1, generation=3, member="m1")[1])
+    assert reply.body.topics[0].partitions[0].error_code == E.NONE

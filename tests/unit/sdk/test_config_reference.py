@@ -79,3 +79,11 @@ def test_a_field_comment_is_its_meaning():
     keys = {k: m for k, _, _, m in ref.role_keys(ref.ROLES[1])}        # the controller
     assert keys["broker.session.timeout.ms"].startswith("A storage node not heard from")
     assert keys["num.partitions"] == ref.MEANINGS["num.partitions"]
+
+
+def test_every_role_the_fleet_starts_has_a_configuration_page():
+    from deploy.fleet import ROLES as FLEET_ROLES
+    ref = _reference()
+    described = {role.module.split(".")[1] for role in ref.ROLES}
+    started = {spec.module.split(".")[1] for spec in FLEET_ROLES.values()}
+    assert started <= described, f"roles without a configuration page: {started - described}"

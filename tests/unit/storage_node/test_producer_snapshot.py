@@ -96,7 +96,7 @@ def test_random_bytes_decode_or_raise_the_typed_error(raw):
 
 def test_header_is_version_then_crc32c():
     data = encode_snapshot([])
-    assert data[:2] == b"\x00\x01" and len(data) == 10
+    assert data[:2] == b"\x00\x02" and len(data) == 10
     assert ps.snapshot_name(1234) == "00000000000000001234.snapshot"
 
 

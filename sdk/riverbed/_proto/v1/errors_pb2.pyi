@@ -75,6 +75,19 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     OUT_OF_ORDER_SEQUENCE_NUMBER: _ErrorCode.ValueType  # 45
     DUPLICATE_SEQUENCE_NUMBER: _ErrorCode.ValueType  # 46
     INVALID_PRODUCER_EPOCH: _ErrorCode.ValueType  # 47
+    INVALID_TXN_STATE: _ErrorCode.ValueType  # 48
+    """the transaction's state does not allow the request"""
+    INVALID_PRODUCER_ID_MAPPING: _ErrorCode.ValueType  # 49
+    """the producer id is not the transactional id's"""
+    INVALID_TRANSACTION_TIMEOUT: _ErrorCode.ValueType  # 50
+    """above transaction.max.timeout.ms (or not positive)"""
+    CONCURRENT_TRANSACTIONS: _ErrorCode.ValueType  # 51
+    """a commit/abort of this transactional id is completing"""
+    TRANSACTION_COORDINATOR_FENCED: _ErrorCode.ValueType  # 52
+    """a marker from an older coordinator epoch"""
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: _ErrorCode.ValueType  # 53
+    OPERATION_NOT_ATTEMPTED: _ErrorCode.ValueType  # 55
+    """not tried because another part of the request failed"""
     KAFKA_STORAGE_ERROR: _ErrorCode.ValueType  # 56
     LOG_DIR_NOT_FOUND: _ErrorCode.ValueType  # 57
     UNKNOWN_PRODUCER_ID: _ErrorCode.ValueType  # 59
@@ -96,6 +109,12 @@ class _ErrorCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorCode.V
     ELECTION_NOT_NEEDED: _ErrorCode.ValueType  # 84
     NO_REASSIGNMENT_IN_PROGRESS: _ErrorCode.ValueType  # 85
     INVALID_RECORD: _ErrorCode.ValueType  # 87
+    UNSTABLE_OFFSET_COMMIT: _ErrorCode.ValueType  # 88
+    """OffsetFetch(require_stable): a transactional commit is pending"""
+    PRODUCER_FENCED: _ErrorCode.ValueType  # 90
+    """a newer producer with the same transactional id exists"""
+    TRANSACTIONAL_ID_NOT_FOUND: _ErrorCode.ValueType  # 105
+    """DescribeTransactions: the coordinator has no such id"""
 
 class ErrorCode(_ErrorCode, metaclass=_ErrorCodeEnumTypeWrapper): ...
 
@@ -149,6 +168,19 @@ INVALID_REQUEST: ErrorCode.ValueType  # 42
 OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode.ValueType  # 45
 DUPLICATE_SEQUENCE_NUMBER: ErrorCode.ValueType  # 46
 INVALID_PRODUCER_EPOCH: ErrorCode.ValueType  # 47
+INVALID_TXN_STATE: ErrorCode.ValueType  # 48
+"""the transaction's state does not allow the request"""
+INVALID_PRODUCER_ID_MAPPING: ErrorCode.ValueType  # 49
+"""the producer id is not the transactional id's"""
+INVALID_TRANSACTION_TIMEOUT: ErrorCode.ValueType  # 50
+"""above transaction.max.timeout.ms (or not positive)"""
+CONCURRENT_TRANSACTIONS: ErrorCode.ValueType  # 51
+"""a commit/abort of this transactional id is completing"""
+TRANSACTION_COORDINATOR_FENCED: ErrorCode.ValueType  # 52
+"""a marker from an older coordinator epoch"""
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode.ValueType  # 53
+OPERATION_NOT_ATTEMPTED: ErrorCode.ValueType  # 55
+"""not tried because another part of the request failed"""
 KAFKA_STORAGE_ERROR: ErrorCode.ValueType  # 56
 LOG_DIR_NOT_FOUND: ErrorCode.ValueType  # 57
 UNKNOWN_PRODUCER_ID: ErrorCode.ValueType  # 59
@@ -170,4 +202,10 @@ GROUP_MAX_SIZE_REACHED: ErrorCode.ValueType  # 81
 ELECTION_NOT_NEEDED: ErrorCode.ValueType  # 84
 NO_REASSIGNMENT_IN_PROGRESS: ErrorCode.ValueType  # 85
 INVALID_RECORD: ErrorCode.ValueType  # 87
+UNSTABLE_OFFSET_COMMIT: ErrorCode.ValueType  # 88
+"""OffsetFetch(require_stable): a transactional commit is pending"""
+PRODUCER_FENCED: ErrorCode.ValueType  # 90
+"""a newer producer with the same transactional id exists"""
+TRANSACTIONAL_ID_NOT_FOUND: ErrorCode.ValueType  # 105
+"""DescribeTransactions: the coordinator has no such id"""
 Global___ErrorCode: _TypeAlias = ErrorCode  # noqa: Y015

@@ -22,7 +22,9 @@ DESCRIPTOR: _descriptor.FileDescriptor
 @_typing.final
 class FetchRequest(_message.Message):
     """FETCH. Long-polled: the answer waits until min_bytes are available over all partitions or
-    max_wait_ms has passed. Response payload frames: one per FetchPartitionResponse, in response
+    max_wait_ms has passed. v0 serves read_uncommitted only; v1 (transactions, KIP-98) honours
+    isolation_level: read_committed reads only up to the last stable offset and each partition
+    answer lists the aborted transactions whose data it may hold (aborted_transactions). Response payload frames: one per FetchPartitionResponse, in response
     order flattened over topics, holding raw record-batch bytes straight from the segment (possibly
     empty; the last batch may be partial and must be ignored by the reader).
     """
@@ -47,7 +49,7 @@ class FetchRequest(_message.Message):
     max_bytes: _builtins.int
     """fetch.max.bytes over the whole response; 0 = no limit"""
     isolation_level: _builtins.int
-    """0 = read_uncommitted"""
+    """0 = read_uncommitted; 1 = read_committed (v1)"""
     session_id: _builtins.int
     """Incremental fetch sessions (Kafka's KIP-227; followers only, consumers stay sessionless).
     session_epoch 0 with session_id 0: a full fetch asking for a new session; 0 with a
@@ -245,11 +247,13 @@ class FetchPartitionResponse(_message.Message):
     LEADER_EPOCH_FIELD_NUMBER: _builtins.int
     DIVERGING_EPOCH_FIELD_NUMBER: _builtins.int
     DIVERGING_END_OFFSET_FIELD_NUMBER: _builtins.int
+    ABORTED_TRANSACTIONS_FIELD_NUMBER: _builtins.int
     partition: _builtins.int
     error_code: _errors_pb2.ErrorCode.ValueType
     error_message: _builtins.str
     high_watermark: _builtins.int
     last_stable_offset: _builtins.int
+    """below it no transaction is open (= HW without any)"""
     log_start_offset: _builtins.int
     log_end_offset: _builtins.int
     """the leader's, for followers and lag tools"""
@@ -261,6 +265,13 @@ class FetchPartitionResponse(_message.Message):
     """
     diverging_end_offset: _builtins.int
     """-1 = none"""
+    @_builtins.property
+    def aborted_transactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___AbortedTransaction]:
+        """v1, read_committed: the aborted transactions with data in the returned range (a producer
+        id and the offset of its first batch in that transaction), oldest first. The consumer skips
+        that producer's transactional batches from first_offset to the transaction's abort marker.
+        """
+
     def __init__(
         self,
         *,
@@ -274,11 +285,34 @@ class FetchPartitionResponse(_message.Message):
         leader_epoch: _builtins.int = ...,
         diverging_epoch: _builtins.int = ...,
         diverging_end_offset: _builtins.int = ...,
+        aborted_transactions: _abc.Iterable[Global___AbortedTransaction] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["diverging_end_offset", b"diverging_end_offset", "diverging_epoch", b"diverging_epoch", "error_code", b"error_code", "error_message", b"error_message", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aborted_transactions", b"aborted_transactions", "diverging_end_offset", b"diverging_end_offset", "diverging_epoch", b"diverging_epoch", "error_code", b"error_code", "error_message", b"error_message", "high_watermark", b"high_watermark", "last_stable_offset", b"last_stable_offset", "leader_epoch", b"leader_epoch", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "partition", b"partition"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FetchPartitionResponse: _TypeAlias = FetchPartitionResponse  # noqa: Y015
+
+@_typing.final
+class AbortedTransaction(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRODUCER_ID_FIELD_NUMBER: _builtins.int
+    FIRST_OFFSET_FIELD_NUMBER: _builtins.int
+    producer_id: _builtins.int
+    first_offset: _builtins.int
+    def __init__(
+        self,
+        *,
+        producer_id: _builtins.int = ...,
+        first_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_offset", b"first_offset", "producer_id", b"producer_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbortedTransaction: _TypeAlias = AbortedTransaction  # noqa: Y015

@@ -43,9 +43,11 @@ class _CoordinatorTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Coord
     GROUP: _CoordinatorType.ValueType  # 1
     """the group coordinator owning the group's shard (Kafka key_type 0)"""
     TRANSACTION: _CoordinatorType.ValueType  # 2
-    """Kafka key_type 1; not served by Riverbed (reserved for later)"""
+    """Kafka key_type 1: the transaction coordinator owning the"""
     OFFSETS: _CoordinatorType.ValueType  # 3
-    """Riverbed: the offset manager owning the group's shard"""
+    """transactional id's shard of __transaction_state (FIND_COORDINATOR v1)
+    Riverbed: the offset manager owning the group's shard
+    """
 
 class CoordinatorType(_CoordinatorType, metaclass=_CoordinatorTypeEnumTypeWrapper):
     """Which kind of coordinator FindCoordinator looks for."""
@@ -54,9 +56,11 @@ COORDINATOR_TYPE_UNSPECIFIED: CoordinatorType.ValueType  # 0
 GROUP: CoordinatorType.ValueType  # 1
 """the group coordinator owning the group's shard (Kafka key_type 0)"""
 TRANSACTION: CoordinatorType.ValueType  # 2
-"""Kafka key_type 1; not served by Riverbed (reserved for later)"""
+"""Kafka key_type 1: the transaction coordinator owning the"""
 OFFSETS: CoordinatorType.ValueType  # 3
-"""Riverbed: the offset manager owning the group's shard"""
+"""transactional id's shard of __transaction_state (FIND_COORDINATOR v1)
+Riverbed: the offset manager owning the group's shard
+"""
 Global___CoordinatorType: _TypeAlias = CoordinatorType  # noqa: Y015
 
 @_typing.final
@@ -161,9 +165,11 @@ class FindCoordinatorRequest(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     KEY_TYPE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
-    """the group id"""
+    """the group id (TRANSACTION: the transactional id)"""
     key_type: Global___CoordinatorType.ValueType
-    """GROUP (default when unspecified) or OFFSETS"""
+    """GROUP (default when unspecified) or OFFSETS; TRANSACTION from v1 (a v0 request naming it is
+    answered INVALID_REQUEST)
+    """
     def __init__(
         self,
         *,

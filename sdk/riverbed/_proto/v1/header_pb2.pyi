@@ -71,6 +71,23 @@ class _ApiKeyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiKey.ValueTy
     """Kafka's AlterReplicaLogDirs (34, KIP-113): move a replica between dirs"""
     BROKER_HEARTBEAT: _ApiKey.ValueType  # 63
     """storage node -> active controller: liveness (Kafka's 63, KIP-631)"""
+    ADD_PARTITIONS_TO_TXN: _ApiKey.ValueType  # 124
+    """Transactions (KIP-98, transaction.proto). Kafka's numbers where Riverbed's are free (65, 66);
+    Kafka's 24..28 are taken here, so those are Kafka's number + 100.
+    client -> gateway -> transaction coordinator (Kafka's 24)
+    """
+    ADD_OFFSETS_TO_TXN: _ApiKey.ValueType  # 125
+    """client -> gateway -> transaction coordinator (Kafka's 25)"""
+    END_TXN: _ApiKey.ValueType  # 126
+    """client -> gateway -> transaction coordinator (Kafka's 26)"""
+    WRITE_TXN_MARKERS: _ApiKey.ValueType  # 127
+    """transaction coordinator -> partition leaders (Kafka's 27)"""
+    TXN_OFFSET_COMMIT: _ApiKey.ValueType  # 128
+    """client -> gateway -> the group's offset manager (Kafka's 28)"""
+    DESCRIBE_TRANSACTIONS: _ApiKey.ValueType  # 65
+    """client -> gateway -> transaction coordinators (KIP-664)"""
+    LIST_TRANSACTIONS: _ApiKey.ValueType  # 66
+    """client -> gateway -> every transaction coordinator (KIP-664)"""
 
 class ApiKey(_ApiKey, metaclass=_ApiKeyEnumTypeWrapper):
     """Numbers are Riverbed's (zero means unset); names are Kafka's."""
@@ -116,6 +133,23 @@ ALTER_REPLICA_LOG_DIRS: ApiKey.ValueType  # 34
 """Kafka's AlterReplicaLogDirs (34, KIP-113): move a replica between dirs"""
 BROKER_HEARTBEAT: ApiKey.ValueType  # 63
 """storage node -> active controller: liveness (Kafka's 63, KIP-631)"""
+ADD_PARTITIONS_TO_TXN: ApiKey.ValueType  # 124
+"""Transactions (KIP-98, transaction.proto). Kafka's numbers where Riverbed's are free (65, 66);
+Kafka's 24..28 are taken here, so those are Kafka's number + 100.
+client -> gateway -> transaction coordinator (Kafka's 24)
+"""
+ADD_OFFSETS_TO_TXN: ApiKey.ValueType  # 125
+"""client -> gateway -> transaction coordinator (Kafka's 25)"""
+END_TXN: ApiKey.ValueType  # 126
+"""client -> gateway -> transaction coordinator (Kafka's 26)"""
+WRITE_TXN_MARKERS: ApiKey.ValueType  # 127
+"""transaction coordinator -> partition leaders (Kafka's 27)"""
+TXN_OFFSET_COMMIT: ApiKey.ValueType  # 128
+"""client -> gateway -> the group's offset manager (Kafka's 28)"""
+DESCRIBE_TRANSACTIONS: ApiKey.ValueType  # 65
+"""client -> gateway -> transaction coordinators (KIP-664)"""
+LIST_TRANSACTIONS: ApiKey.ValueType  # 66
+"""client -> gateway -> every transaction coordinator (KIP-664)"""
 Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
 
 @_typing.final

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from riverbed._proto.v1 import errors_pb2 as riverbed_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eriverbed/v1/list_offsets.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\"W\n\x12ListOffsetsRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12-\n\x06topics\x18\x02 \x03(\x0b\x32\x1d.riverbed.v1.ListOffsetsTopic\"W\n\x10ListOffsetsTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x35\n\npartitions\x18\x02 \x03(\x0b\x32!.riverbed.v1.ListOffsetsPartition\"Z\n\x14ListOffsetsPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x11\n\ttimestamp\x18\x02 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\"L\n\x13ListOffsetsResponse\x12\x35\n\x06topics\x18\x01 \x03(\x0b\x32%.riverbed.v1.ListOffsetsTopicResponse\"g\n\x18ListOffsetsTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12=\n\npartitions\x18\x02 \x03(\x0b\x32).riverbed.v1.ListOffsetsPartitionResponse\"\xad\x01\n\x1cListOffsetsPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\"i\n\x1bOffsetForLeaderEpochRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x36\n\x06topics\x18\x02 \x03(\x0b\x32&.riverbed.v1.OffsetForLeaderEpochTopic\"i\n\x19OffsetForLeaderEpochTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.riverbed.v1.OffsetForLeaderEpochPartition\"f\n\x1dOffsetForLeaderEpochPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\"x\n\x1cOffsetForLeaderEpochResponse\x12>\n\x06topics\x18\x01 \x03(\x0b\x32..riverbed.v1.OffsetForLeaderEpochTopicResponse\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\r\"y\n!OffsetForLeaderEpochTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x46\n\npartitions\x18\x02 \x03(\x0b\x32\x32.riverbed.v1.OffsetForLeaderEpochPartitionResponse\"\xa7\x01\n%OffsetForLeaderEpochPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x12\n\nend_offset\x18\x05 \x01(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eriverbed/v1/list_offsets.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\"p\n\x12ListOffsetsRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12-\n\x06topics\x18\x02 \x03(\x0b\x32\x1d.riverbed.v1.ListOffsetsTopic\x12\x17\n\x0fisolation_level\x18\x03 \x01(\x05\"W\n\x10ListOffsetsTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x35\n\npartitions\x18\x02 \x03(\x0b\x32!.riverbed.v1.ListOffsetsPartition\"Z\n\x14ListOffsetsPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x11\n\ttimestamp\x18\x02 \x01(\x03\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05\"L\n\x13ListOffsetsResponse\x12\x35\n\x06topics\x18\x01 \x03(\x0b\x32%.riverbed.v1.ListOffsetsTopicResponse\"g\n\x18ListOffsetsTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12=\n\npartitions\x18\x02 \x03(\x0b\x32).riverbed.v1.ListOffsetsPartitionResponse\"\xad\x01\n\x1cListOffsetsPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\"i\n\x1bOffsetForLeaderEpochRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x36\n\x06topics\x18\x02 \x03(\x0b\x32&.riverbed.v1.OffsetForLeaderEpochTopic\"i\n\x19OffsetForLeaderEpochTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.riverbed.v1.OffsetForLeaderEpochPartition\"f\n\x1dOffsetForLeaderEpochPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\"x\n\x1cOffsetForLeaderEpochResponse\x12>\n\x06topics\x18\x01 \x03(\x0b\x32..riverbed.v1.OffsetForLeaderEpochTopicResponse\x12\x18\n\x10throttle_time_ms\x18\x02 \x01(\r\"y\n!OffsetForLeaderEpochTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x46\n\npartitions\x18\x02 \x03(\x0b\x32\x32.riverbed.v1.OffsetForLeaderEpochPartitionResponse\"\xa7\x01\n%OffsetForLeaderEpochPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x12\n\nend_offset\x18\x05 \x01(\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,27 +33,27 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'riverbed._proto.v1.list_off
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LISTOFFSETSREQUEST']._serialized_start=73
-  _globals['_LISTOFFSETSREQUEST']._serialized_end=160
-  _globals['_LISTOFFSETSTOPIC']._serialized_start=162
-  _globals['_LISTOFFSETSTOPIC']._serialized_end=249
-  _globals['_LISTOFFSETSPARTITION']._serialized_start=251
-  _globals['_LISTOFFSETSPARTITION']._serialized_end=341
-  _globals['_LISTOFFSETSRESPONSE']._serialized_start=343
-  _globals['_LISTOFFSETSRESPONSE']._serialized_end=419
-  _globals['_LISTOFFSETSTOPICRESPONSE']._serialized_start=421
-  _globals['_LISTOFFSETSTOPICRESPONSE']._serialized_end=524
-  _globals['_LISTOFFSETSPARTITIONRESPONSE']._serialized_start=527
-  _globals['_LISTOFFSETSPARTITIONRESPONSE']._serialized_end=700
-  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_start=702
-  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_end=807
-  _globals['_OFFSETFORLEADEREPOCHTOPIC']._serialized_start=809
-  _globals['_OFFSETFORLEADEREPOCHTOPIC']._serialized_end=914
-  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_start=916
-  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_end=1018
-  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_start=1020
-  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_end=1140
-  _globals['_OFFSETFORLEADEREPOCHTOPICRESPONSE']._serialized_start=1142
-  _globals['_OFFSETFORLEADEREPOCHTOPICRESPONSE']._serialized_end=1263
-  _globals['_OFFSETFORLEADEREPOCHPARTITIONRESPONSE']._serialized_start=1266
-  _globals['_OFFSETFORLEADEREPOCHPARTITIONRESPONSE']._serialized_end=1433
+  _globals['_LISTOFFSETSREQUEST']._serialized_end=185
+  _globals['_LISTOFFSETSTOPIC']._serialized_start=187
+  _globals['_LISTOFFSETSTOPIC']._serialized_end=274
+  _globals['_LISTOFFSETSPARTITION']._serialized_start=276
+  _globals['_LISTOFFSETSPARTITION']._serialized_end=366
+  _globals['_LISTOFFSETSRESPONSE']._serialized_start=368
+  _globals['_LISTOFFSETSRESPONSE']._serialized_end=444
+  _globals['_LISTOFFSETSTOPICRESPONSE']._serialized_start=446
+  _globals['_LISTOFFSETSTOPICRESPONSE']._serialized_end=549
+  _globals['_LISTOFFSETSPARTITIONRESPONSE']._serialized_start=552
+  _globals['_LISTOFFSETSPARTITIONRESPONSE']._serialized_end=725
+  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_start=727
+  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_end=832
+  _globals['_OFFSETFORLEADEREPOCHTOPIC']._serialized_start=834
+  _globals['_OFFSETFORLEADEREPOCHTOPIC']._serialized_end=939
+  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_start=941
+  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_end=1043
+  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_start=1045
+  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_end=1165
+  _globals['_OFFSETFORLEADEREPOCHTOPICRESPONSE']._serialized_start=1167
+  _globals['_OFFSETFORLEADEREPOCHTOPICRESPONSE']._serialized_end=1288
+  _globals['_OFFSETFORLEADEREPOCHPARTITIONRESPONSE']._serialized_start=1291
+  _globals['_OFFSETFORLEADEREPOCHPARTITIONRESPONSE']._serialized_end=1458
 # @@protoc_insertion_point(module_scope)

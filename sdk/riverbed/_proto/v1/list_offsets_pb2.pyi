@@ -24,14 +24,19 @@ class ListOffsetsRequest(_message.Message):
     """LIST_OFFSETS v0: offsets by time. timestamp -1 = latest (log end offset, or the high watermark
     for consumers), -2 = earliest (log start offset), otherwise the first offset whose timestamp
     is >= the given one (-1 offset when there is none).
+    v1 adds isolation_level: with 1 (read_committed) latest is the last stable offset, and a
+    timestamp lookup answers only offsets below it.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     REPLICA_ID_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    ISOLATION_LEVEL_FIELD_NUMBER: _builtins.int
     replica_id: _builtins.int
     """-1 for consumers"""
+    isolation_level: _builtins.int
+    """v1: 0 = read_uncommitted, 1 = read_committed"""
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___ListOffsetsTopic]: ...
     def __init__(
@@ -39,10 +44,11 @@ class ListOffsetsRequest(_message.Message):
         *,
         replica_id: _builtins.int = ...,
         topics: _abc.Iterable[Global___ListOffsetsTopic] | None = ...,
+        isolation_level: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["replica_id", b"replica_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["isolation_level", b"isolation_level", "replica_id", b"replica_id", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

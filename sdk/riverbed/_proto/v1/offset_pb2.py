@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from riverbed._proto.v1 import errors_pb2 as riverbed_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18riverbed/v1/offset.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\"\x86\x01\n\x15OffsetCommitPartition\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x02 \x01(\x03\x12\x1e\n\x16\x63ommitted_leader_epoch\x18\x03 \x01(\x05\x12\x1a\n\x12\x63ommitted_metadata\x18\x04 \x01(\t\"Y\n\x11OffsetCommitTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x36\n\npartitions\x18\x02 \x03(\x0b\x32\".riverbed.v1.OffsetCommitPartition\"\x9c\x01\n\x13OffsetCommitRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x19\n\x11retention_time_ms\x18\x04 \x01(\x03\x12.\n\x06topics\x18\x05 \x03(\x0b\x32\x1e.riverbed.v1.OffsetCommitTopic\"{\n\x1dOffsetCommitPartitionResponse\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"i\n\x19OffsetCommitTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.riverbed.v1.OffsetCommitPartitionResponse\"\x91\x01\n\x14OffsetCommitResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x36\n\x06topics\x18\x03 \x03(\x0b\x32&.riverbed.v1.OffsetCommitTopicResponse\";\n\x10OffsetFetchTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11partition_indexes\x18\x02 \x03(\x05\"U\n\x12OffsetFetchRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12-\n\x06topics\x18\x02 \x03(\x0b\x32\x1d.riverbed.v1.OffsetFetchTopic\"\xc6\x01\n\x1cOffsetFetchPartitionResponse\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x02 \x01(\x03\x12\x1e\n\x16\x63ommitted_leader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08metadata\x18\x04 \x01(\t\x12*\n\nerror_code\x18\x05 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x06 \x01(\t\"g\n\x18OffsetFetchTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12=\n\npartitions\x18\x02 \x03(\x0b\x32).riverbed.v1.OffsetFetchPartitionResponse\"\x8f\x01\n\x13OffsetFetchResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x35\n\x06topics\x18\x03 \x03(\x0b\x32%.riverbed.v1.OffsetFetchTopicResponse\"<\n\x11OffsetDeleteTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11partition_indexes\x18\x02 \x03(\x05\"W\n\x13OffsetDeleteRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12.\n\x06topics\x18\x02 \x03(\x0b\x32\x1e.riverbed.v1.OffsetDeleteTopic\"{\n\x1dOffsetDeletePartitionResponse\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"i\n\x19OffsetDeleteTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.riverbed.v1.OffsetDeletePartitionResponse\"\x91\x01\n\x14OffsetDeleteResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x36\n\x06topics\x18\x03 \x03(\x0b\x32&.riverbed.v1.OffsetDeleteTopicResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18riverbed/v1/offset.proto\x12\x0briverbed.v1\x1a\x18riverbed/v1/errors.proto\"\x86\x01\n\x15OffsetCommitPartition\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x02 \x01(\x03\x12\x1e\n\x16\x63ommitted_leader_epoch\x18\x03 \x01(\x05\x12\x1a\n\x12\x63ommitted_metadata\x18\x04 \x01(\t\"Y\n\x11OffsetCommitTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x36\n\npartitions\x18\x02 \x03(\x0b\x32\".riverbed.v1.OffsetCommitPartition\"\x9c\x01\n\x13OffsetCommitRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x19\n\x11retention_time_ms\x18\x04 \x01(\x03\x12.\n\x06topics\x18\x05 \x03(\x0b\x32\x1e.riverbed.v1.OffsetCommitTopic\"{\n\x1dOffsetCommitPartitionResponse\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"i\n\x19OffsetCommitTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.riverbed.v1.OffsetCommitPartitionResponse\"\x91\x01\n\x14OffsetCommitResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x36\n\x06topics\x18\x03 \x03(\x0b\x32&.riverbed.v1.OffsetCommitTopicResponse\";\n\x10OffsetFetchTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11partition_indexes\x18\x02 \x03(\x05\"m\n\x12OffsetFetchRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12-\n\x06topics\x18\x02 \x03(\x0b\x32\x1d.riverbed.v1.OffsetFetchTopic\x12\x16\n\x0erequire_stable\x18\x03 \x01(\x08\"\xc6\x01\n\x1cOffsetFetchPartitionResponse\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x02 \x01(\x03\x12\x1e\n\x16\x63ommitted_leader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08metadata\x18\x04 \x01(\t\x12*\n\nerror_code\x18\x05 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x06 \x01(\t\"g\n\x18OffsetFetchTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12=\n\npartitions\x18\x02 \x03(\x0b\x32).riverbed.v1.OffsetFetchPartitionResponse\"\x8f\x01\n\x13OffsetFetchResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x35\n\x06topics\x18\x03 \x03(\x0b\x32%.riverbed.v1.OffsetFetchTopicResponse\"<\n\x11OffsetDeleteTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x19\n\x11partition_indexes\x18\x02 \x03(\x05\"W\n\x13OffsetDeleteRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12.\n\x06topics\x18\x02 \x03(\x0b\x32\x1e.riverbed.v1.OffsetDeleteTopic\"{\n\x1dOffsetDeletePartitionResponse\x12\x17\n\x0fpartition_index\x18\x01 \x01(\x05\x12*\n\nerror_code\x18\x02 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\"i\n\x19OffsetDeleteTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.riverbed.v1.OffsetDeletePartitionResponse\"\x91\x01\n\x14OffsetDeleteResponse\x12*\n\nerror_code\x18\x01 \x01(\x0e\x32\x16.riverbed.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x36\n\x06topics\x18\x03 \x03(\x0b\x32&.riverbed.v1.OffsetDeleteTopicResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,21 +47,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OFFSETFETCHTOPIC']._serialized_start=834
   _globals['_OFFSETFETCHTOPIC']._serialized_end=893
   _globals['_OFFSETFETCHREQUEST']._serialized_start=895
-  _globals['_OFFSETFETCHREQUEST']._serialized_end=980
-  _globals['_OFFSETFETCHPARTITIONRESPONSE']._serialized_start=983
-  _globals['_OFFSETFETCHPARTITIONRESPONSE']._serialized_end=1181
-  _globals['_OFFSETFETCHTOPICRESPONSE']._serialized_start=1183
-  _globals['_OFFSETFETCHTOPICRESPONSE']._serialized_end=1286
-  _globals['_OFFSETFETCHRESPONSE']._serialized_start=1289
-  _globals['_OFFSETFETCHRESPONSE']._serialized_end=1432
-  _globals['_OFFSETDELETETOPIC']._serialized_start=1434
-  _globals['_OFFSETDELETETOPIC']._serialized_end=1494
-  _globals['_OFFSETDELETEREQUEST']._serialized_start=1496
-  _globals['_OFFSETDELETEREQUEST']._serialized_end=1583
-  _globals['_OFFSETDELETEPARTITIONRESPONSE']._serialized_start=1585
-  _globals['_OFFSETDELETEPARTITIONRESPONSE']._serialized_end=1708
-  _globals['_OFFSETDELETETOPICRESPONSE']._serialized_start=1710
-  _globals['_OFFSETDELETETOPICRESPONSE']._serialized_end=1815
-  _globals['_OFFSETDELETERESPONSE']._serialized_start=1818
-  _globals['_OFFSETDELETERESPONSE']._serialized_end=1963
+  _globals['_OFFSETFETCHREQUEST']._serialized_end=1004
+  _globals['_OFFSETFETCHPARTITIONRESPONSE']._serialized_start=1007
+  _globals['_OFFSETFETCHPARTITIONRESPONSE']._serialized_end=1205
+  _globals['_OFFSETFETCHTOPICRESPONSE']._serialized_start=1207
+  _globals['_OFFSETFETCHTOPICRESPONSE']._serialized_end=1310
+  _globals['_OFFSETFETCHRESPONSE']._serialized_start=1313
+  _globals['_OFFSETFETCHRESPONSE']._serialized_end=1456
+  _globals['_OFFSETDELETETOPIC']._serialized_start=1458
+  _globals['_OFFSETDELETETOPIC']._serialized_end=1518
+  _globals['_OFFSETDELETEREQUEST']._serialized_start=1520
+  _globals['_OFFSETDELETEREQUEST']._serialized_end=1607
+  _globals['_OFFSETDELETEPARTITIONRESPONSE']._serialized_start=1609
+  _globals['_OFFSETDELETEPARTITIONRESPONSE']._serialized_end=1732
+  _globals['_OFFSETDELETETOPICRESPONSE']._serialized_start=1734
+  _globals['_OFFSETDELETETOPICRESPONSE']._serialized_end=1839
+  _globals['_OFFSETDELETERESPONSE']._serialized_start=1842
+  _globals['_OFFSETDELETERESPONSE']._serialized_end=1987
 # @@protoc_insertion_point(module_scope)

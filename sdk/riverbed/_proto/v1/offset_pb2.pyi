@@ -220,13 +220,20 @@ Global___OffsetFetchTopic: _TypeAlias = OffsetFetchTopic  # noqa: Y015
 
 @_typing.final
 class OffsetFetchRequest(_message.Message):
-    """OFFSET_FETCH v0."""
+    """OFFSET_FETCH v0; v1 adds require_stable (KIP-447)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     GROUP_ID_FIELD_NUMBER: _builtins.int
     TOPICS_FIELD_NUMBER: _builtins.int
+    REQUIRE_STABLE_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
+    require_stable: _builtins.bool
+    """v1: a partition with a transactional commit (TXN_OFFSET_COMMIT) not yet committed or
+    aborted is answered UNSTABLE_OFFSET_COMMIT (retriable) instead of its older offset.
+    read_committed consumers set it, so they never resume from an offset a pending
+    transaction is about to replace.
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___OffsetFetchTopic]:
         """empty = every partition the group has committed"""
@@ -236,10 +243,11 @@ class OffsetFetchRequest(_message.Message):
         *,
         group_id: _builtins.str = ...,
         topics: _abc.Iterable[Global___OffsetFetchTopic] | None = ...,
+        require_stable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "topics", b"topics"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "require_stable", b"require_stable", "topics", b"topics"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -23,6 +23,14 @@ class InitProducerIdRequest(_message.Message):
     producer. Client -> gateway -> active controller (which allocates ids, Kafka's
     ProducerIdManager). No payload frames.
 
+    v1 (transactions, KIP-98): with a transactional_id the gateway forwards it to the transaction
+    coordinator owning the id's shard of __transaction_state. The coordinator keeps one producer id
+    per transactional id and bumps its epoch on every call, fencing the previous instance (its
+    requests then get PRODUCER_FENCED); an open transaction of that id is aborted first (the caller
+    gets CONCURRENT_TRANSACTIONS and retries). With producer_id/producer_epoch set (KIP-360) the
+    epoch is bumped only if they are the current ones (or the previous ones, a retry), else
+    PRODUCER_FENCED.
+
     A new idempotent producer sends producer_id = -1, producer_epoch = -1 and gets a fresh id with
     epoch 0. A producer that already has an id may send it with its current epoch to have the
     epoch bumped (answer: same id, epoch + 1; or a new id with epoch 0 when the epoch is exhausted).
@@ -37,9 +45,11 @@ class InitProducerIdRequest(_message.Message):
     transactional_id: _builtins.str
     """empty: idempotent producer, no transactions (v0: always empty)"""
     transaction_timeout_ms: _builtins.int
-    """transaction.timeout.ms; ignored without transactional_id"""
+    """transaction.timeout.ms (v1, with a transactional_id): the"""
     producer_id: _builtins.int
-    """-1 for a new producer, else the current id"""
+    """coordinator aborts a transaction open longer than this
+    -1 for a new producer, else the current id
+    """
     producer_epoch: _builtins.int
     """-1 for a new producer, else the current epoch (int16 range)"""
     def __init__(
@@ -70,7 +80,12 @@ class InitProducerIdResponse(_message.Message):
     error_code: _errors_pb2.ErrorCode.ValueType
     """NONE, COORDINATOR_NOT_AVAILABLE, NOT_CONTROLLER, INVALID_REQUEST,"""
     error_message: _builtins.str
-    """INVALID_PRODUCER_EPOCH (the given epoch is not the current one)"""
+    """INVALID_PRODUCER_EPOCH (the given epoch is not the current one);
+    v1: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+    CONCURRENT_TRANSACTIONS, PRODUCER_FENCED,
+    INVALID_TRANSACTION_TIMEOUT,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    """
     producer_id: _builtins.int
     """the producer id (>= 0) on success, -1 on error"""
     producer_epoch: _builtins.int

@@ -1,0 +1,1 @@
+"""Pure core of the transaction coordinator: no sockets, files, clocks or threads."""
