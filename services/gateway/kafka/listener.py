@@ -154,7 +154,7 @@ class KafkaListener:
         if handler is None:
             return tr.Outcome(error_code=UNKNOWN_SERVER_ERROR,
                               error_message=f"{header_pb2.ApiKey.Name(call.api)} is not served")
-        header = header_pb2.RequestHeader(api=call.api, api_version=0,
+        header = header_pb2.RequestHeader(api=call.api, api_version=call.api_version,
                                           correlation_id=kreq.correlation_id & 0xFFFFFFFF,
                                           client_id=kreq.client_id)
         req = Request(header=header, api=call.api, body=call.body, payloads=list(call.payloads),

@@ -48,11 +48,20 @@ LIST_GROUPS = 16
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
+DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
+INCREMENTAL_ALTER_CONFIGS = 44
+OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 
 API_NAMES = {
@@ -64,7 +73,11 @@ API_NAMES = {
     DELETE_TOPICS: "DeleteTopics", INIT_PRODUCER_ID: "InitProducerId",
     OFFSET_FOR_LEADER_EPOCH: "OffsetForLeaderEpoch", DESCRIBE_CONFIGS: "DescribeConfigs",
     CREATE_PARTITIONS: "CreatePartitions", DELETE_GROUPS: "DeleteGroups",
-    DESCRIBE_CLUSTER: "DescribeCluster",
+    DESCRIBE_CLUSTER: "DescribeCluster", DELETE_RECORDS: "DeleteRecords",
+    DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
+    ALTER_CONFIGS: "AlterConfigs", DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    ELECT_LEADERS: "ElectLeaders", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+    OFFSET_DELETE: "OffsetDelete",
 }
 
 # api key -> (lowest, highest) version served. Why each ceiling (the next version needs what
@@ -78,7 +91,10 @@ API_NAMES = {
 #   JoinGroup 9, SyncGroup 5, Heartbeat 4, LeaveGroup 5, DescribeGroups 5 (v6: KIP-1043),
 #   ListGroups 4 (v5: group types), FindCoordinator 6, CreateTopics 7, DeleteTopics 6,
 #   CreatePartitions 3, DescribeConfigs 4, DescribeCluster 1 (v2: fenced brokers),
-#   InitProducerId 5 (v6: KIP-939's two-phase commit), ApiVersions 4: the newest Kafka has.
+#   InitProducerId 5 (v6: KIP-939's two-phase commit), ApiVersions 4, DeleteRecords 2,
+#   DeleteGroups 2, DescribeAcls / CreateAcls / DeleteAcls 3 (from v1: Kafka 4 dropped v0),
+#   AlterConfigs 2, IncrementalAlterConfigs 1, DescribeLogDirs 5, ElectLeaders 2,
+#   OffsetDelete 0: the newest Kafka has.
 SERVED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
     FETCH: (4, 12),
@@ -101,6 +117,16 @@ SERVED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CLUSTER: (0, 1),
+    DELETE_RECORDS: (0, 2),
+    DELETE_GROUPS: (0, 2),
+    DESCRIBE_ACLS: (1, 3),
+    CREATE_ACLS: (1, 3),
+    DELETE_ACLS: (1, 3),
+    ALTER_CONFIGS: (0, 2),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DESCRIBE_LOG_DIRS: (1, 5),
+    ELECT_LEADERS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }
 # What ApiVersions lists, where it differs from SERVED (KAFKA-18659, see the module doc).
 ADVERTISED_MIN = {PRODUCE: 0}

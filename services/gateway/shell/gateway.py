@@ -32,10 +32,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2, metadata_pb2
 from services.common import rpc, zk, znodes
+from services.common.acl import store as acl_store
 from services.common.controller_feed import ControllerFeed
 from services.common.metrics_core import RequestMetrics
 from services.common.telemetry import Telemetry
 from services.gateway.config import GatewayConfig
+from services.gateway.core import acl_admin
 from services.gateway.core import authorization as authz
 from services.gateway.core import log_dirs
 from services.gateway.core.metadata_cache import MetadataCache
@@ -283,6 +285,9 @@ class Gateway:
         h.update(self._groups.handlers())
         h[ApiKey.DESCRIBE_LOG_DIRS] = self._describe_log_dirs
         h[ApiKey.ALTER_REPLICA_LOG_DIRS] = self._alter_replica_log_dirs
+        h[ApiKey.DESCRIBE_ACLS] = self._describe_acls
+        h[ApiKey.CREATE_ACLS] = self._create_acls
+        h[ApiKey.DELETE_ACLS] = self._delete_acls
         # Every client API goes through the guard: throttled clients are held, throttle times
         # stamped. Authorization is inside each handler (parts of a request may be denied).
         return {api: self.guard.wrap(fn) for api, fn in h.items()}
@@ -629,6 +634,51 @@ class Gateway:
         answers = await asyncio.gather(*(self._ask_node(n, req.api, per[n], timeout)
                                          for n in nodes))
         return rpc.Reply(log_dirs.merge_moves(per, dict(zip(nodes, answers)), failed))
+
+    # -- ACLs (Kafka's DescribeAcls / CreateAcls / DeleteAcls): the znodes `riverbed acls`
+    # writes, read and written here; every process watching them applies a change at once.
+    def _acl_cluster_check(self, req: rpc.Request) -> None:
+        why = authz.cluster_denied(req.api, self.guard.may(req))
+        if why is not None:
+            raise errors.ClusterAuthorizationFailedError(why)
+
+    async def _describe_acls(self, req: rpc.Request) -> rpc.Reply:
+        self._acl_cluster_check(req)
+        snapshot = await asyncio.to_thread(acl_store.read_acls, self._zk)
+        return rpc.Reply(acl_admin.describe(snapshot, req.body.filter))
+
+    async def _create_acls(self, req: rpc.Request) -> rpc.Reply:
+        self._acl_cluster_check(req)
+        plan = acl_admin.plan_create(req.body.creations)
+        for pattern, (entries, indexes) in plan.adds.items():
+            try:
+                await asyncio.to_thread(acl_store.add_acls, self._zk, pattern, entries)
+            except Exception as e:  # noqa: BLE001 - ZooKeeper failed: these creations say so
+                self.log.warning("CreateAcls for %s failed: %r", pattern, e)
+                for i in indexes:
+                    r = plan.response.results[i]
+                    r.error_code, r.error_message = E.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e}"
+            else:
+                self.log.info("ACLs added for %s by %s: %d", pattern, self.guard.principal(req),
+                              len(entries))
+        return rpc.Reply(plan.response)
+
+    async def _delete_acls(self, req: rpc.Request) -> rpc.Reply:
+        self._acl_cluster_check(req)
+        snapshot = await asyncio.to_thread(acl_store.read_acls, self._zk)
+        plan = acl_admin.plan_delete(snapshot, req.body.filters)
+        for pattern, (entries, filters) in plan.removes.items():
+            try:
+                await asyncio.to_thread(acl_store.remove_acls, self._zk, pattern, entries)
+            except Exception as e:  # noqa: BLE001 - the filters that matched it say so
+                self.log.warning("DeleteAcls for %s failed: %r", pattern, e)
+                for i in filters:
+                    r = plan.response.results[i]
+                    r.error_code, r.error_message = E.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e}"
+            else:
+                self.log.info("ACLs removed for %s by %s: %d", pattern, self.guard.principal(req),
+                              len(entries))
+        return rpc.Reply(plan.response)
 
     async def _admin(self, req: rpc.Request) -> rpc.Reply:
         api, body, may = req.api, req.body, self.guard.may(req)
