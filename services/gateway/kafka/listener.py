@@ -3,10 +3,10 @@ own event loop and TaskGroup), reading Kafka frames and answering them through t
 SDK handlers (`translate.py` says how each request maps).
 
 Per connection:
-- frames are read one after the other: the 4-byte size first; a size above
-  `socket.request.max.bytes` (or negative) closes the connection without reading the rest, as
-  Kafka does; so does a request that cannot be decoded, or names an API or version not served
-  (Kafka's answer to both), after the answers already due are written;
+- frames are read by frames.FrameProtocol (the kernel reads into them: one copy), one after the
+  other; a size above `socket.request.max.bytes` (or negative) closes the connection without
+  reading the rest, as Kafka does; so does a request that cannot be decoded, or names an API or
+  version not served (Kafka's answer to both), after the answers already due are written;
 - each request is handled in a task of its own, started in arrival order: a task runs until
   its first wait, and the SDK handlers send to the leaders before they wait, so one producer's
   requests reach each leader in the order they came (idempotent producers pipeline up to 5);
@@ -35,6 +35,7 @@ from riverbed.wire.framing import Request
 from services.gateway.kafka import protocol as kp
 from services.gateway.kafka import translate as tr
 from services.gateway.kafka.brokers import KafkaBroker
+from services.gateway.kafka.frames import FrameProtocol, FrameTooLarge
 from services.gateway.kafka.listeners import Listener
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ ANONYMOUS = "User:ANONYMOUS"
 UNKNOWN_SERVER_ERROR = errors.ErrorCode.Value("UNKNOWN_SERVER_ERROR")
 WRITE_HIGH_WATER = 1 << 20        # bytes buffered for a connection before the writer drains
 BACKLOG = 128                     # connections waiting to be accepted (Kafka's accept queue is 50+)
+VIEWS_MAX = 1024                  # cluster views kept (one per client host)
 
 
 class KafkaListener:
@@ -63,6 +65,10 @@ class KafkaListener:
         self._max_in_flight = queued_max_requests
         self._name = name
         self._server: asyncio.base_events.Server | None = None
+        # client host -> (the brokers it was built from, the ClusterView): one per request
+        # otherwise; and the encoded answers translate.py may reuse (Metadata)
+        self._views: dict[str, tuple[tuple, tr.ClusterView]] = {}
+        self._encoded = tr.EncodedCache()
         self._connections: set[asyncio.Task] = set()
         self.bound_port: int | None = None
         # statistics
@@ -88,8 +94,9 @@ class KafkaListener:
                        self.bind.port))
             sock.listen(BACKLOG)
             sock.setblocking(False)
-            self._server = await asyncio.start_server(self._accepted, sock=sock,
-                                                      limit=64 * 1024, start_serving=False)
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: FrameProtocol(self._max_bytes, self._connected), sock=sock,
+                start_serving=False)
         except BaseException:
             sock.close()
             raise
@@ -117,36 +124,47 @@ class KafkaListener:
             await asyncio.gather(*self._connections, return_exceptions=True)
 
     # -- connections --------------------------------------------------------------------------
-    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
+    def _connected(self, proto: FrameProtocol) -> None:
+        task = asyncio.get_running_loop().create_task(self._accepted(proto))
         self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _accepted(self, proto: FrameProtocol) -> None:
         self.connections_accepted += 1
-        peer = writer.get_extra_info("peername")
+        peer = proto.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else ""
-        sock = writer.get_extra_info("socket")
+        sock = proto.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
         try:
-            await Connection(self, reader, writer, host).run()
+            await Connection(self, proto, host).run()
         except asyncio.CancelledError:
             raise
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:
             pass
         except Exception:  # noqa: BLE001 - one connection's bug never stops the gateway
             log.exception("[%s] Kafka connection from %s failed", self._name, host)
         finally:
-            self._connections.discard(task)
-            writer.close()
+            proto.close()
 
     def view(self, client_host: str) -> tr.ClusterView:
         brokers = self._brokers(self.advertised.name)
+        last = self._views.get(client_host)
+        if last is not None and last[0] == brokers:
+            return last[1]                   # the same brokers as last time: the same view
+        seen = brokers
         if not any(b.node_id == self.gateway_id for b in brokers):
             me = KafkaBroker(self.gateway_id, self.advertised.host, self.advertised.port)
             brokers = tuple(sorted(brokers + (me,), key=lambda b: b.node_id))
-        return tr.ClusterView(brokers=brokers, gateway_id=self.gateway_id, client_host=client_host)
+        view = tr.ClusterView(brokers=brokers, gateway_id=self.gateway_id,
+                              client_host=client_host, encoded=self._encoded)
+        if len(self._views) >= VIEWS_MAX:
+            self._views.clear()
+        self._views[client_host] = (seen, view)
+        return view
 
     async def perform(self, call: tr.Call, kreq: kp.KafkaRequest, host: str,
                       principal: str = ANONYMOUS) -> tr.Outcome:
@@ -177,11 +195,9 @@ class KafkaListener:
 
 
 class Connection:
-    def __init__(self, listener: KafkaListener, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter, host: str):
+    def __init__(self, listener: KafkaListener, frames: FrameProtocol, host: str):
         self.l = listener
-        self.reader = reader
-        self.writer = writer
+        self.frames = frames            # reads frames and writes answers (frames.py)
         self.host = host
         # Who the client is: User:ANONYMOUS on PLAINTEXT; SASL/TLS listeners will set it
         # after their handshake, before any request reaches a handler.
@@ -212,25 +228,26 @@ class Connection:
         l = self.l
         while True:
             try:
-                prefix = await asyncio.wait_for(self.reader.readexactly(4), l._idle_s)
+                # asyncio.timeout, not wait_for: no task of its own per frame
+                async with asyncio.timeout(l._idle_s):
+                    frame = await self.frames.read_frame()
             except TimeoutError:
                 if not self.background:
                     l.closed_idle += 1
                     log.debug("closing idle Kafka connection from %s", self.host)
                     return
                 continue
-            except asyncio.IncompleteReadError:
-                return                                   # the client closed
-            size = kp.frame_size(prefix)
-            if size < 0 or size > l._max_bytes:
+            except FrameTooLarge as e:
                 l.closed_oversize += 1
                 log.info("closing the Kafka connection from %s: a request of %d bytes "
-                         "(socket.request.max.bytes=%d)", self.host, size, l._max_bytes)
+                         "(socket.request.max.bytes=%d)", self.host, e.size, l._max_bytes)
                 return
-            frame = await self.reader.readexactly(size)
+            if frame is None:
+                return                                   # the client closed
             l.requests += 1
             try:
-                kreq = kp.decode_request(frame)
+                kreq = kp.decode_request(frame if isinstance(frame, bytes)
+                                         else memoryview(frame).toreadonly())
             except kp.BadRequest as e:
                 l.closed_bad_request += 1
                 log.info("closing the Kafka connection from %s: %s (first bytes: %s)",
@@ -251,17 +268,35 @@ class Connection:
                 await self.pending.put(task)
 
     async def _write_loop(self) -> None:
-        w = self.writer
+        """Answers in request order. The answers already done behind the one awaited go out in
+        the same write: on loopback a send costs tens of µs whatever its size, and pipelining
+        clients (librdkafka keeps up to 5 requests in flight) get several at once."""
+        w, pending = self.frames, self.pending
+        held = None                     # the next item, taken from the queue but not done
         while True:
-            item = await self.pending.get()
+            item, held = (held, None) if held is not None else (await pending.get(), None)
             if item is None:
                 await w.drain()
                 return
             data = await item
             if data is None:
                 return                                   # no answer could be built: close
-            w.write(data)
-            if w.transport.get_write_buffer_size() > WRITE_HIGH_WATER or self.pending.empty():
+            chunks, end = [data], False
+            while not pending.empty():
+                nxt = pending.get_nowait()
+                if nxt is None or not nxt.done():
+                    held, end = nxt, nxt is None
+                    break
+                more = nxt.result()
+                if more is None:
+                    end = True                           # no answer: write these, then close
+                    break
+                chunks.append(more)
+            w.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            if end and held is None:
+                await w.drain()
+                return
+            if w.write_buffer_size() > WRITE_HIGH_WATER or (held is None and pending.empty()):
                 await w.drain()
 
     async def _handle(self, kreq: kp.KafkaRequest) -> bytes | None:

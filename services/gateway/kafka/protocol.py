@@ -31,6 +31,8 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 
+from services.gateway.kafka.fast import EncodedResponse
+
 # Kafka's API keys (the numbers on Kafka's wire; Riverbed's own ApiKey numbers differ).
 PRODUCE = 0
 FETCH = 1
@@ -185,6 +187,22 @@ def is_served(api_key: int, api_version: int) -> bool:
     return served is not None and served[0] <= api_version <= served[1]
 
 
+_READERS: dict[tuple[int, int], tuple[Any, Any]] = {}
+_WRITERS: dict[type, Any] = {}
+
+
+def _readers(key: int, version: int) -> tuple[Any, Any]:
+    """(header reader, body reader) of a served API version: kio resolves a schema by module
+    name on every lookup, which cost more than reading a small request."""
+    got = _READERS.get((key, version))
+    if got is None:
+        schema = load_request_schema(key, version)
+        got = (_read_header_v2 if schema.__header_schema__ is RequestHeaderV2 else _read_header_v1,
+               entity_reader(schema))
+        _READERS[(key, version)] = got
+    return got
+
+
 def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     """A whole request frame (without its size prefix) -> KafkaRequest. BadRequest for an API or
     version not in SERVED (ApiVersions of an unknown version excepted: the caller answers it,
@@ -203,11 +221,10 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
                              corr, key, version) from None
         return KafkaRequest(key, version, header.correlation_id, header.client_id or "", None,
                             len(frame))
-    schema = load_request_schema(key, version)
-    read_header = _read_header_v2 if schema.__header_schema__ is RequestHeaderV2 else _read_header_v1
+    read_header, read_body = _readers(key, version)
     try:
         header, offset = read_header(frame, 0)
-        body, _ = entity_reader(schema)(frame, offset)
+        body, _ = read_body(frame, offset)
     except BadRequest:
         raise
     except Exception as e:  # noqa: BLE001 - kio raises several types for malformed input
@@ -219,15 +236,31 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
                         len(frame))
 
 
+def encode_body(body: Any) -> EncodedResponse:
+    """A kio response entity's body, encoded once (to be framed for any correlation id)."""
+    buf = io.BytesIO()
+    write = _WRITERS.get(type(body))
+    if write is None:
+        write = _WRITERS[type(body)] = entity_writer(type(body))
+    write(buf, body)
+    return EncodedResponse((buf.getvalue(),), body.__header_schema__ is ResponseHeaderV1)
+
+
 def encode_response(correlation_id: int, body: Any) -> bytes:
-    """The response frame, size prefix included, for a kio response entity."""
+    """The response frame, size prefix included, for a kio response entity or a body encoded
+    already (fast.EncodedResponse: Produce and Fetch)."""
+    if isinstance(body, EncodedResponse):
+        return body.frame(correlation_id)
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     if body.__header_schema__ is ResponseHeaderV1:
         _write_header_v1(buf, ResponseHeaderV1(correlation_id=correlation_id))
     else:
         _write_header_v0(buf, ResponseHeaderV0(correlation_id=correlation_id))
-    entity_writer(type(body))(buf, body)
+    write = _WRITERS.get(type(body))
+    if write is None:
+        write = _WRITERS[type(body)] = entity_writer(type(body))
+    write(buf, body)
     out = buf.getbuffer()
     _SIZE.pack_into(out, 0, len(out) - 4)
     del out
