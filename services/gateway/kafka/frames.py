@@ -107,7 +107,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 return
             start = pos + 4
             if have - start >= size:
-                self._push(bytes(buf[start:start + size]))
+                with memoryview(buf) as view:            # one copy, out of the scratch
+                    self._push(bytes(view[start:start + size]))
                 pos = start + size
                 continue
             if 4 + size > len(buf):

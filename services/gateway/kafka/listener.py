@@ -24,6 +24,7 @@ connection when not even that can be built) and never stops the gateway.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,6 +40,7 @@ from services.gateway.kafka.frames import FrameProtocol, FrameTooLarge
 from services.gateway.kafka.listeners import Listener
 
 log = logging.getLogger(__name__)
+_CONNECTION_IDS = itertools.count(1)
 ANONYMOUS = "User:ANONYMOUS"
 UNKNOWN_SERVER_ERROR = errors.ErrorCode.Value("UNKNOWN_SERVER_ERROR")
 WRITE_HIGH_WATER = 1 << 20        # bytes buffered for a connection before the writer drains
@@ -167,7 +169,7 @@ class KafkaListener:
         return view
 
     async def perform(self, call: tr.Call, kreq: kp.KafkaRequest, host: str,
-                      principal: str = ANONYMOUS) -> tr.Outcome:
+                      principal: str = ANONYMOUS, connection: str = "") -> tr.Outcome:
         handler = self._handlers.get(call.api)
         if handler is None:
             return tr.Outcome(error_code=UNKNOWN_SERVER_ERROR,
@@ -176,7 +178,7 @@ class KafkaListener:
                                           correlation_id=kreq.correlation_id & 0xFFFFFFFF,
                                           client_id=kreq.client_id)
         req = Request(header=header, api=call.api, body=call.body, payloads=list(call.payloads),
-                      principal=principal, host=host)
+                      principal=principal, host=host, connection=connection)
         try:
             reply = await handler(req)
         except errors.KafkaError as e:
@@ -199,6 +201,7 @@ class Connection:
         self.l = listener
         self.frames = frames            # reads frames and writes answers (frames.py)
         self.host = host
+        self.id = f"kafka-{next(_CONNECTION_IDS)}"     # this connection, for the gateway
         # Who the client is: User:ANONYMOUS on PLAINTEXT; SASL/TLS listeners will set it
         # after their handshake, before any request reaches a handler.
         self.principal = ANONYMOUS
@@ -306,10 +309,12 @@ class Connection:
             step = tr.plan(kreq, view)
             while isinstance(step, tr.Plan):
                 if len(step.calls) == 1:      # sent before this task first waits (see above)
-                    outcomes = [await l.perform(step.calls[0], kreq, self.host, self.principal)]
+                    outcomes = [await l.perform(step.calls[0], kreq, self.host, self.principal,
+                                                self.id)]
                 else:
                     outcomes = list(await asyncio.gather(
-                        *(l.perform(c, kreq, self.host, self.principal) for c in step.calls)))
+                        *(l.perform(c, kreq, self.host, self.principal, self.id)
+                          for c in step.calls)))
                 step = step.finish(outcomes)
             if step.response is None:
                 return None

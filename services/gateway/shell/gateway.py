@@ -117,7 +117,7 @@ class Gateway:
         self._refresh_next: asyncio.Future | None = None
         # (principal, client id) -> done once that client's request that waited for metadata
         # has been answered (its later requests queue behind it: _routed)
-        self._metadata_waits: dict[tuple[str, str], asyncio.Future] = {}
+        self._metadata_waits: dict[tuple[str, str, str], asyncio.Future] = {}
         self._background: set[asyncio.Task] = set()
         self.refreshes = 0
         self._groups = GroupRouter(self)   # group/offset APIs -> coordinators
@@ -502,8 +502,9 @@ class Gateway:
         denied = authz.denied_routed_topics(api, body, self.guard.may(req))   # never forwarded
         # One client's requests reach the leaders in the order they came (a producer's batches
         # carry consecutive sequence numbers): while one of them waits for metadata, that
-        # client's later ones wait until it has been answered instead of overtaking it.
-        client = (req.principal, req.header.client_id)
+        # client's later ones wait until it has been answered instead of overtaking it. (A
+        # Kafka client is its connection: their client ids are often the library's name.)
+        client = (req.principal, req.header.client_id, req.connection)
         ahead = self._metadata_waits.get(client)
         if ahead is not None:
             await asyncio.shield(ahead)

@@ -331,6 +331,28 @@ def test_metadata_names_gateways_as_leaders_spread_evenly():
     assert calls[0].api == tr.R.DESCRIBE_CLUSTER and response.topics == ()
 
 
+def test_encoded_metadata_is_reused_while_what_it_is_made_of_is_the_same():
+    cache = tr.EncodedCache(max_entries=2)
+    view = dataclasses.replace(VIEW, encoded=cache)
+    m12 = load_request_schema(kp.METADATA, 12)
+    req = kp.decode_request(encode_request(m12(topics=None, allow_auto_topic_creation=False,
+                                               include_topic_authorized_operations=False)))
+    first, _ = run(tr.plan(req, view), riverbed_answer)
+    again, _ = run(tr.plan(req, view), riverbed_answer)
+    assert again is first and (cache.hits, cache.misses) == (1, 1)
+    assert as_kio(req, first) == run(tr.plan(req, VIEW), riverbed_answer)[0]   # what kio writes
+
+    def moved(call):                                # a leader moved: a new answer is encoded
+        o = riverbed_answer(call)
+        o.body.topics[0].partitions[0].leader_epoch = 4
+        return o
+    third, _ = run(tr.plan(req, view), moved)
+    assert third is not first and as_kio(req, third).topics[0].partitions[0].leader_epoch == 4
+    other = dataclasses.replace(view, brokers=VIEW.brokers[:2])   # a gateway left: new answer
+    assert run(tr.plan(req, other), riverbed_answer)[0] is not first
+    assert len(cache._entries) == 2                 # bounded: least recently used evicted
+
+
 def test_placement_is_even_stable_and_the_same_everywhere():
     ids = [1, 2, 3, 5]
     for topic in ("orders", "clicks", "a"):
