@@ -651,35 +651,31 @@ class Gateway:
     async def _create_acls(self, req: rpc.Request) -> rpc.Reply:
         self._acl_cluster_check(req)
         plan = acl_admin.plan_create(req.body.creations)
-        for pattern, (entries, indexes) in plan.adds.items():
-            try:
-                await asyncio.to_thread(acl_store.add_acls, self._zk, pattern, entries)
-            except Exception as e:  # noqa: BLE001 - ZooKeeper failed: these creations say so
-                self.log.warning("CreateAcls for %s failed: %r", pattern, e)
-                for i in indexes:
-                    r = plan.response.results[i]
-                    r.error_code, r.error_message = E.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e}"
-            else:
-                self.log.info("ACLs added for %s by %s: %d", pattern, self.guard.principal(req),
-                              len(entries))
+        await self._write_acls(req, "added", acl_store.add_acls, plan.adds, plan.response.results)
         return rpc.Reply(plan.response)
 
     async def _delete_acls(self, req: rpc.Request) -> rpc.Reply:
         self._acl_cluster_check(req)
         snapshot = await asyncio.to_thread(acl_store.read_acls, self._zk)
         plan = acl_admin.plan_delete(snapshot, req.body.filters)
-        for pattern, (entries, filters) in plan.removes.items():
-            try:
-                await asyncio.to_thread(acl_store.remove_acls, self._zk, pattern, entries)
-            except Exception as e:  # noqa: BLE001 - the filters that matched it say so
-                self.log.warning("DeleteAcls for %s failed: %r", pattern, e)
-                for i in filters:
-                    r = plan.response.results[i]
-                    r.error_code, r.error_message = E.UNKNOWN_SERVER_ERROR, f"ZooKeeper: {e}"
-            else:
-                self.log.info("ACLs removed for %s by %s: %d", pattern, self.guard.principal(req),
-                              len(entries))
+        await self._write_acls(req, "removed", acl_store.remove_acls, plan.removes,
+                               plan.response.results)
         return rpc.Reply(plan.response)
+
+    async def _write_acls(self, req: rpc.Request, what: str, write, changes, results) -> None:
+        """Each pattern's entries written with `write` (the store's add or remove); when that
+        fails, the results that asked for it (their indexes) say so."""
+        for pattern, (entries, indexes) in changes.items():
+            try:
+                await asyncio.to_thread(write, self._zk, pattern, entries)
+            except Exception as e:  # noqa: BLE001 - ZooKeeper failed: these results say so
+                self.log.warning("ACLs %s for %s failed: %r", what, pattern, e)
+                for i in indexes:
+                    results[i].error_code, results[i].error_message = (E.UNKNOWN_SERVER_ERROR,
+                                                                       f"ZooKeeper: {e}")
+            else:
+                self.log.info("ACLs %s for %s by %s: %d", what, pattern,
+                              self.guard.principal(req), len(entries))
 
     async def _admin(self, req: rpc.Request) -> rpc.Reply:
         api, body, may = req.api, req.body, self.guard.may(req)
