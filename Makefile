@@ -128,6 +128,7 @@ BENCH := $(VENV)/bin/riverbed-bench
 bench: install
 	$(BENCH) run bench --args "$(BENCH_ARGS)"
 	$(BENCH) run security
+	$(BENCH) run kafka
 
 # How cost grows: partitions, producer processes, gateways, metadata size, memory
 # (loadgen/scale.py; BENCH_ARGS=--quick for the small smoke-test points, --plot F.png).

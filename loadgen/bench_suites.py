@@ -50,6 +50,12 @@ SUITES: tuple[Suite, ...] = (
           "kio's decode/encode per Produce, Fetch and Metadata request beside the SDK path's "
           "protobuf for the same content (µs, one core)",
           quick_args=("--seconds", "0.2"), duration="seconds"),
+    Suite("kafka", "loadgen.kafka_bench", "Kafka listener beside the SDK",
+          "confluent-kafka through the gateway's Kafka listener beside riverbed-perf through the "
+          "same gateway: produce acks=1 and acks=all, consume and e2e latency at 1,000 "
+          "records/s; records/s, MB/s and the gateway's CPU per record, Kafka ÷ SDK",
+          quick_args=("--quick",), needs=("fleet",), duration="several minutes",
+          make_target="make bench"),
     Suite("kafka-security", "loadgen.kafka_security", "Kafka listener security",
           "confluent-kafka through the gateway's SASL_SSL (SCRAM-SHA-512) listener beside its "
           "PLAINTEXT one on the same fleet: produce records/s and time to connect",

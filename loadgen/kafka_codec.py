@@ -7,7 +7,10 @@ Rows (one request each, µs per operation, best of 3 runs of --seconds each; one
 - Produce v9 request decode: a flexible ProduceRequest with --partitions partitions of one
   --batch-bytes record batch each (the batch bytes are copied out once, never decoded).
 - Fetch v12 response encode: the answer to that fetch, --partitions partitions with one
-  --batch-bytes batch each (copied into the response once).
+  --batch-bytes batch each: by kio (copied into the response twice) and by the listener's own
+  encoder (services/gateway/kafka/fast.py, which the listener uses: the batches spliced in
+  once, when the frame is joined).
+- Produce v9 response encode: the answer to that produce, by kio and by fast.py.
 - Metadata v12 response encode: 3 brokers, 20 topics x 6 partitions, replicas 3.
 - Request header v2 decode: what every request pays first.
 Entities are built with plain ints (as the listener does): kio's phantom constructors (i32(x))
@@ -28,10 +31,12 @@ import uuid
 from kio.schema.fetch.v12 import response as fetch_res
 from kio.schema.metadata.v12 import response as md_res
 from kio.schema.produce.v9 import request as produce_req
+from kio.schema.produce.v9 import response as produce_res
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 
 from riverbed._proto.v1 import common_pb2, fetch_pb2, header_pb2, metadata_pb2, produce_pb2
+from services.gateway.kafka import fast
 
 
 def _encode(entity) -> bytes:
@@ -100,8 +105,40 @@ def rows(partitions: int, batch_bytes: int, seconds: float) -> list[tuple[str, f
             tr.partitions.add(partition=p, high_watermark=1000, last_stable_offset=1000,
                               log_start_offset=0, log_end_offset=1000, leader_epoch=0)
         return r.SerializeToString()
-    out.append(("Fetch v12 response encode", _best_us(kio_fetch, seconds),
-                _best_us(pb_fetch, seconds)))
+    pb_fetch_us = _best_us(pb_fetch, seconds)
+    out.append(("Fetch v12 response encode, kio", _best_us(kio_fetch, seconds), pb_fetch_us))
+
+    def fast_fetch():
+        return fast.fetch_response(12, 0, 0, 0, [("orders", [
+            (p, 0, 1000, 1000, 0, memoryview(batch)) for p in range(partitions)])]).frame(7)
+    out.append(("Fetch v12 response encode, fast.py", _best_us(fast_fetch, seconds),
+                pb_fetch_us))
+
+    # -- produce response encode (the answer to the request above)
+    def kio_produce():
+        return _encode(produce_res.ProduceResponse(
+            throttle_time=datetime.timedelta(0), responses=(produce_res.TopicProduceResponse(
+                name="orders", partition_responses=tuple(produce_res.PartitionProduceResponse(
+                    index=p, error_code=produce_res.ErrorCode.none, base_offset=1000,
+                    log_append_time=None, log_start_offset=0, record_errors=(),
+                    error_message=None) for p in range(partitions))),)))
+
+    def fast_produce():
+        return fast.produce_response(9, 0, [("orders", [
+            (p, 0, 1000, -1, 0, None) for p in range(partitions)])]).frame(7)
+
+    def pb_produce():
+        r = produce_pb2.ProduceResponse()
+        tr = r.topics.add(name="orders")
+        for p in range(partitions):
+            tr.partitions.add(partition=p, base_offset=1000, log_append_time_ms=-1,
+                              log_start_offset=0)
+        return r.SerializeToString()
+    pb_produce_us = _best_us(pb_produce, seconds)
+    out.append(("Produce v9 response encode, kio", _best_us(kio_produce, seconds),
+                pb_produce_us))
+    out.append(("Produce v9 response encode, fast.py", _best_us(fast_produce, seconds),
+                pb_produce_us))
 
     # -- metadata response encode
     def kio_md():
@@ -156,14 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE",
                     help="also write the figures as JSON (riverbed-bench records them)")
     a = ap.parse_args(argv)
-    print(f"{'operation':34} {'kio µs':>9} {'protobuf µs':>12} {'ratio':>7}")
+    print(f"{'operation':38} {'listener µs':>11} {'protobuf µs':>12} {'ratio':>7}")
     measured = rows(a.partitions, a.batch_bytes, a.seconds)
     for name, k, p in measured:
-        print(f"{name:34} {k:9.1f} {p:12.1f} {k / p:7.1f}")
+        print(f"{name:38} {k:11.1f} {p:12.1f} {k / p:7.1f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"partitions": a.partitions, "batch_bytes": a.batch_bytes,
-                       "rows": [{"row": name, "kio_us": k, "protobuf_us": p, "ratio": k / p}
+                       "rows": [{"row": name, "listener_us": k, "protobuf_us": p, "ratio": k / p}
                                 for name, k, p in measured]}, f, indent=2)
     return 0
 

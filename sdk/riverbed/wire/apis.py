@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 
 from riverbed._proto.v1 import (
+    acl_pb2,
     admin_ops_pb2,
     controller_pb2,
+    delete_records_pb2,
     fetch_pb2,
     group_pb2,
     header_pb2,
@@ -101,10 +103,11 @@ _api(ApiKey.LIST_PARTITION_REASSIGNMENTS, admin_ops_pb2.ListPartitionReassignmen
 # FIND_COORDINATOR v1: key_type TRANSACTION.
 _api(ApiKey.FIND_COORDINATOR, group_pb2.FindCoordinatorRequest, group_pb2.FindCoordinatorResponse,
      (0, 1), safe_to_repeat=True)
-_api(ApiKey.JOIN_GROUP, group_pb2.JoinGroupRequest, group_pb2.JoinGroupResponse)
+# v1: client assignment (the leader assigns, Kafka's classic protocol; group.proto)
+_api(ApiKey.JOIN_GROUP, group_pb2.JoinGroupRequest, group_pb2.JoinGroupResponse, (0, 1))
 _api(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest, group_pb2.HeartbeatResponse, safe_to_repeat=True)
 _api(ApiKey.LEAVE_GROUP, group_pb2.LeaveGroupRequest, group_pb2.LeaveGroupResponse)
-_api(ApiKey.SYNC_GROUP, group_pb2.SyncGroupRequest, group_pb2.SyncGroupResponse)
+_api(ApiKey.SYNC_GROUP, group_pb2.SyncGroupRequest, group_pb2.SyncGroupResponse, (0, 1))
 _api(ApiKey.DESCRIBE_GROUPS, group_pb2.DescribeGroupsRequest, group_pb2.DescribeGroupsResponse,
      safe_to_repeat=True)
 _api(ApiKey.LIST_GROUPS, group_pb2.ListGroupsRequest, group_pb2.ListGroupsResponse,
@@ -114,6 +117,12 @@ _api(ApiKey.OFFSET_COMMIT, offset_pb2.OffsetCommitRequest, offset_pb2.OffsetComm
 _api(ApiKey.OFFSET_FETCH, offset_pb2.OffsetFetchRequest, offset_pb2.OffsetFetchResponse, (0, 1),
      safe_to_repeat=True)
 _api(ApiKey.OFFSET_DELETE, offset_pb2.OffsetDeleteRequest, offset_pb2.OffsetDeleteResponse)
+_api(ApiKey.DELETE_GROUPS, group_pb2.DeleteGroupsRequest, group_pb2.DeleteGroupsResponse)
+_api(ApiKey.DELETE_RECORDS, delete_records_pb2.DeleteRecordsRequest,
+     delete_records_pb2.DeleteRecordsResponse)
+_api(ApiKey.DESCRIBE_ACLS, acl_pb2.DescribeAclsRequest, acl_pb2.DescribeAclsResponse)
+_api(ApiKey.CREATE_ACLS, acl_pb2.CreateAclsRequest, acl_pb2.CreateAclsResponse)
+_api(ApiKey.DELETE_ACLS, acl_pb2.DeleteAclsRequest, acl_pb2.DeleteAclsResponse)
 _api(ApiKey.DESCRIBE_LOG_DIRS, admin_ops_pb2.DescribeLogDirsRequest,
      admin_ops_pb2.DescribeLogDirsResponse, safe_to_repeat=True)
 _api(ApiKey.ALTER_REPLICA_LOG_DIRS, admin_ops_pb2.AlterReplicaLogDirsRequest,

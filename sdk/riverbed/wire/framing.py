@@ -65,6 +65,9 @@ class Request:
     payloads: list = field(default_factory=list)  # frames after the body, as received
     principal: str = "User:ANONYMOUS"   # authenticated principal (CURVE User-Id), set by the RpcServer
     host: str = ""                       # the peer's IP address (ZMQ Peer-Address), set by the RpcServer
+    # Which connection it came on, where the client id does not tell (a gateway's Kafka
+    # listener: every librdkafka client is "rdkafka"); "" for the ZeroMQ port.
+    connection: str = ""
 
     @property
     def correlation_id(self) -> int:

@@ -12,18 +12,21 @@ host bound to the current Authorizer.
 | FETCH | Read topic | same, per partition |
 | LIST_OFFSETS | Describe topic | same |
 | OFFSET_FOR_LEADER_EPOCH | Describe topic | same |
+| DELETE_RECORDS | Delete topic | same |
 | METADATA | Describe topic; auto-creation: Create cluster or topic | unlisted (all topics) or TOPIC_AUTHORIZATION_FAILED (named); no auto-creation |
 | CREATE_TOPICS | Create cluster or Create topic | TOPIC_AUTHORIZATION_FAILED per topic |
 | DELETE_TOPICS / CREATE_PARTITIONS | Delete / Alter topic | per topic |
 | DESCRIBE_CONFIGS / ALTER_CONFIGS | DescribeConfigs / AlterConfigs topic | per topic |
 | ELECT_LEADERS, ALTER/LIST_PARTITION_REASSIGNMENTS | Alter / Alter / Describe cluster | CLUSTER_AUTHORIZATION_FAILED (whole request) |
 | DESCRIBE_LOG_DIRS, ALTER_REPLICA_LOG_DIRS | Describe / Alter cluster | CLUSTER_AUTHORIZATION_FAILED (whole request) |
+| DESCRIBE_ACLS, CREATE_ACLS / DELETE_ACLS | Describe / Alter cluster | CLUSTER_AUTHORIZATION_FAILED (whole request) |
 | INIT_PRODUCER_ID | IdempotentWrite cluster, or Write on some topic (KIP-679); with a transactional id Write on it | CLUSTER_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED |
 | ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE/LIST_TRANSACTIONS | see core/txn_routing.py (Kafka's) | TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ... |
 | FIND_COORDINATOR, JOIN/SYNC/HEARTBEAT/LEAVE_GROUP | Describe / Read group | GROUP_AUTHORIZATION_FAILED |
 | OFFSET_COMMIT | Read group, Read topic | GROUP_… whole; TOPIC_… per partition (the rest commits) |
 | OFFSET_FETCH | Describe group, Describe topic | GROUP_… whole; topics: per partition (named) or unlisted (all) |
 | OFFSET_DELETE | Delete group, Read topic | as OFFSET_COMMIT |
+| DELETE_GROUPS | Delete group | GROUP_AUTHORIZATION_FAILED per group |
 | DESCRIBE_GROUPS | Describe group | GROUP_AUTHORIZATION_FAILED per group |
 | LIST_GROUPS | Describe cluster, else Describe group | only the groups the principal may describe |
 
@@ -57,7 +60,7 @@ May = Callable[[Operation, ResourceType, str], bool]
 MayAny = Callable[[Operation, ResourceType], bool]
 
 ROUTED_TOPIC_OPS = {ApiKey.PRODUCE: O.WRITE, ApiKey.FETCH: O.READ, ApiKey.LIST_OFFSETS: O.DESCRIBE,
-                    ApiKey.OFFSET_FOR_LEADER_EPOCH: O.DESCRIBE}
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH: O.DESCRIBE, ApiKey.DELETE_RECORDS: O.DELETE}
 # admin api -> (operation on each topic, the request's repeated field, is it a list of names)
 ADMIN_TOPIC_OPS = {
     ApiKey.CREATE_TOPICS: (O.CREATE, "topics", False),
@@ -69,7 +72,10 @@ ADMIN_TOPIC_OPS = {
 CLUSTER_OPS = {ApiKey.ELECT_LEADERS: O.ALTER, ApiKey.ALTER_PARTITION_REASSIGNMENTS: O.ALTER,
                ApiKey.LIST_PARTITION_REASSIGNMENTS: O.DESCRIBE,
                # KIP-113, as Kafka: describing log dirs is Describe, moving replicas Alter
-               ApiKey.DESCRIBE_LOG_DIRS: O.DESCRIBE, ApiKey.ALTER_REPLICA_LOG_DIRS: O.ALTER}
+               ApiKey.DESCRIBE_LOG_DIRS: O.DESCRIBE, ApiKey.ALTER_REPLICA_LOG_DIRS: O.ALTER,
+               # Kafka's: describing ACLs is Describe on the cluster, changing them Alter
+               ApiKey.DESCRIBE_ACLS: O.DESCRIBE, ApiKey.CREATE_ACLS: O.ALTER,
+               ApiKey.DELETE_ACLS: O.ALTER}
 GROUP_OPS = {ApiKey.JOIN_GROUP: O.READ, ApiKey.SYNC_GROUP: O.READ, ApiKey.HEARTBEAT: O.READ,
              ApiKey.LEAVE_GROUP: O.READ, ApiKey.OFFSET_COMMIT: O.READ,
              ApiKey.OFFSET_FETCH: O.DESCRIBE, ApiKey.OFFSET_DELETE: O.DELETE}

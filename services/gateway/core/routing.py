@@ -1,5 +1,5 @@
-"""Splitting PRODUCE / FETCH / LIST_OFFSETS / OFFSET_FOR_LEADER_EPOCH by partition leader, and
-merging the answers back.
+"""Splitting PRODUCE / FETCH / LIST_OFFSETS / OFFSET_FOR_LEADER_EPOCH / DELETE_RECORDS by
+partition leader, and merging the answers back.
 
     plan = split(api, body, payloads, cache)       # validates; raises InvalidRequestError
     for sub in plan.sub_requests:                  # one per leader, in first-use order
@@ -33,7 +33,9 @@ from typing import Any
 from google.protobuf.message import Message
 
 from riverbed import errors
-from riverbed._proto.v1 import errors_pb2, fetch_pb2, header_pb2, list_offsets_pb2, produce_pb2
+from riverbed._proto.v1 import (
+    delete_records_pb2, errors_pb2, fetch_pb2, header_pb2, list_offsets_pb2, produce_pb2,
+)
 
 from services.gateway.core.metadata_cache import MetadataCache, NoLeader
 from services.gateway.core.topic_names import topic_name_error
@@ -250,8 +252,27 @@ class _OffsetForLeaderEpoch(_Shape):
             end_offset=-1)
 
 
+class _DeleteRecords(_Shape):
+    api = ApiKey.DELETE_RECORDS
+    request_type = delete_records_pb2.DeleteRecordsRequest
+    response_type = delete_records_pb2.DeleteRecordsResponse
+
+    def partition_error(self, body, part):
+        if part.offset < -1:
+            return (E.OFFSET_OUT_OF_RANGE,
+                    f"offset {part.offset}: expected -1 (the high watermark) or an offset")
+        return None
+
+    def new_sub(self, body):
+        return delete_records_pb2.DeleteRecordsRequest(timeout_ms=body.timeout_ms)
+
+    def error_partition(self, partition, code, message):
+        return delete_records_pb2.DeleteRecordsPartitionResponse(
+            partition=partition, error_code=code, error_message=message, low_watermark=-1)
+
+
 SHAPES: dict[int, _Shape] = {s.api: s for s in (_Produce(), _Fetch(), _ListOffsets(),
-                                                  _OffsetForLeaderEpoch())}
+                                                  _OffsetForLeaderEpoch(), _DeleteRecords())}
 ROUTED_APIS = frozenset(SHAPES)
 
 

@@ -3,10 +3,10 @@ own event loop and TaskGroup), reading Kafka frames and answering them through t
 SDK handlers (`translate.py` says how each request maps).
 
 Per connection:
-- frames are read one after the other: the 4-byte size first; a size above
-  `socket.request.max.bytes` (or negative) closes the connection without reading the rest, as
-  Kafka does; so does a request that cannot be decoded, or names an API or version not served
-  (Kafka's answer to both), after the answers already due are written;
+- frames are read by frames.FrameProtocol (the kernel reads into them: one copy), one after the
+  other; a size above `socket.request.max.bytes` (or negative) closes the connection without
+  reading the rest, as Kafka does; so does a request that cannot be decoded, or names an API or
+  version not served (Kafka's answer to both), after the answers already due are written;
 - each request is handled in a task of its own, started in arrival order: a task runs until
   its first wait, and the SDK handlers send to the leaders before they wait, so one producer's
   requests reach each leader in the order they came (idempotent producers pipeline up to 5);
@@ -19,8 +19,9 @@ Per connection:
   throttle_time_ms reaches the Kafka answer) as SDK requests: User:ANONYMOUS on PLAINTEXT and
   on SSL without a client certificate (Kafka's), `User:<subject DN>` on SSL with one, and the
   SASL user on SASL_PLAINTEXT / SASL_SSL;
-- TLS (SSL, SASL_SSL): the handshake runs right after the accept (StreamWriter.start_tls); a
-  failed one closes the connection and counts as a failed authentication;
+- TLS (SSL, SASL_SSL): the handshake runs right after the accept (loop.start_tls on the
+  connection's transport, which reads nothing before it); a failed one closes the connection and
+  counts as a failed authentication;
 - SASL (SASL_PLAINTEXT, SASL_SSL; the state machine is sasl.py): until the client has
   authenticated, only ApiVersions, SaslHandshake and SaslAuthenticate are served (anything else
   closes the connection, as Kafka does), frames are bounded by sasl.server.max.receive.size,
@@ -33,6 +34,7 @@ connection when not even that can be built) and never stops the gateway.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import secrets
 import socket
@@ -50,13 +52,16 @@ from services.gateway.kafka import sasl
 from services.gateway.kafka import tls
 from services.gateway.kafka import translate as tr
 from services.gateway.kafka.brokers import KafkaBroker
+from services.gateway.kafka.frames import FrameProtocol, FrameTooLarge
 from services.gateway.kafka.listeners import Listener
 
 log = logging.getLogger(__name__)
+_CONNECTION_IDS = itertools.count(1)
 ANONYMOUS = "User:ANONYMOUS"
 UNKNOWN_SERVER_ERROR = errors.ErrorCode.Value("UNKNOWN_SERVER_ERROR")
 WRITE_HIGH_WATER = 1 << 20        # bytes buffered for a connection before the writer drains
 BACKLOG = 128                     # connections waiting to be accepted (Kafka's accept queue is 50+)
+VIEWS_MAX = 1024                  # cluster views kept (one per client host)
 SSL_MECHANISM = "SSL"             # the `mechanism` label of TLS handshake failures
 
 
@@ -96,6 +101,10 @@ class KafkaListener:
         # made-up salts for unknown SCRAM users derive from this (sasl.py)
         self._unknown_user_secret = secrets.token_bytes(32)
         self._server: asyncio.base_events.Server | None = None
+        # client host -> (the brokers it was built from, the ClusterView): one per request
+        # otherwise; and the encoded answers translate.py may reuse (Metadata)
+        self._views: dict[str, tuple[tuple, tr.ClusterView]] = {}
+        self._encoded = tr.EncodedCache()
         self._connections: set[asyncio.Task] = set()
         self.bound_port: int | None = None
         # statistics
@@ -123,6 +132,7 @@ class KafkaListener:
         counts = self.authentications if ok else self.failed_authentications
         counts[mechanism] = counts.get(mechanism, 0) + 1
 
+
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> Listener:
         """Bind (connections wait in the backlog until serve()); returns the advertised
@@ -137,8 +147,10 @@ class KafkaListener:
                        self.bind.port))
             sock.listen(BACKLOG)
             sock.setblocking(False)
-            self._server = await asyncio.start_server(self._accepted, sock=sock,
-                                                      limit=64 * 1024, start_serving=False)
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: FrameProtocol(self._max_bytes, self._connected,
+                                      read=self.security.ssl_context is None), sock=sock,
+                start_serving=False)
         except BaseException:
             sock.close()
             raise
@@ -166,13 +178,16 @@ class KafkaListener:
             await asyncio.gather(*self._connections, return_exceptions=True)
 
     # -- connections --------------------------------------------------------------------------
-    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
+    def _connected(self, proto: FrameProtocol) -> None:
+        task = asyncio.get_running_loop().create_task(self._accepted(proto))
         self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _accepted(self, proto: FrameProtocol) -> None:
         self.connections_accepted += 1
-        peer = writer.get_extra_info("peername")
+        peer = proto.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else ""
-        sock = writer.get_extra_info("socket")
+        sock = proto.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -182,46 +197,54 @@ class KafkaListener:
             principal = ANONYMOUS
             if self.security.ssl_context is not None:
                 try:
-                    await writer.start_tls(self.security.ssl_context)
+                    await proto.start_tls(self.security.ssl_context)
                 except (ssl.SSLError, OSError, TimeoutError) as e:
                     self.count_authentication(SSL_MECHANISM, False)
                     log.info("[%s] failed authentication with %s on %s: TLS handshake: %s",
                              self._name, host, self.advertised.name, e)
                     return
-                ssl_object = writer.get_extra_info("ssl_object")
+                ssl_object = proto.get_extra_info("ssl_object")
                 principal = tls.principal_of(ssl_object.getpeercert(binary_form=True)
                                              if ssl_object is not None else None)
                 if principal != ANONYMOUS:
                     self.count_authentication(SSL_MECHANISM, True)
-            await Connection(self, reader, writer, host, principal).run()
+            await Connection(self, proto, host, principal).run()
         except asyncio.CancelledError:
             raise
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:
             pass
         except Exception:  # noqa: BLE001 - one connection's bug never stops the gateway
             log.exception("[%s] Kafka connection from %s failed", self._name, host)
         finally:
-            self._connections.discard(task)
-            writer.close()
+            proto.close()
 
     def view(self, client_host: str) -> tr.ClusterView:
         brokers = self._brokers(self.advertised.name)
+        last = self._views.get(client_host)
+        if last is not None and last[0] == brokers:
+            return last[1]                   # the same brokers as last time: the same view
+        seen = brokers
         if not any(b.node_id == self.gateway_id for b in brokers):
             me = KafkaBroker(self.gateway_id, self.advertised.host, self.advertised.port)
             brokers = tuple(sorted(brokers + (me,), key=lambda b: b.node_id))
-        return tr.ClusterView(brokers=brokers, gateway_id=self.gateway_id, client_host=client_host)
+        view = tr.ClusterView(brokers=brokers, gateway_id=self.gateway_id,
+                              client_host=client_host, encoded=self._encoded)
+        if len(self._views) >= VIEWS_MAX:
+            self._views.clear()
+        self._views[client_host] = (seen, view)
+        return view
 
     async def perform(self, call: tr.Call, kreq: kp.KafkaRequest, host: str,
-                      principal: str = ANONYMOUS) -> tr.Outcome:
+                      principal: str = ANONYMOUS, connection: str = "") -> tr.Outcome:
         handler = self._handlers.get(call.api)
         if handler is None:
             return tr.Outcome(error_code=UNKNOWN_SERVER_ERROR,
                               error_message=f"{header_pb2.ApiKey.Name(call.api)} is not served")
-        header = header_pb2.RequestHeader(api=call.api, api_version=0,
+        header = header_pb2.RequestHeader(api=call.api, api_version=call.api_version,
                                           correlation_id=kreq.correlation_id & 0xFFFFFFFF,
                                           client_id=kreq.client_id)
         req = Request(header=header, api=call.api, body=call.body, payloads=list(call.payloads),
-                      principal=principal, host=host)
+                      principal=principal, host=host, connection=connection)
         try:
             reply = await handler(req)
         except errors.KafkaError as e:
@@ -240,16 +263,18 @@ class KafkaListener:
 
 
 class Connection:
-    def __init__(self, listener: KafkaListener, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter, host: str, principal: str = ANONYMOUS):
+    def __init__(self, listener: KafkaListener, frames: FrameProtocol, host: str,
+                 principal: str = ANONYMOUS):
         self.l = listener
-        self.reader = reader
-        self.writer = writer
+        self.frames = frames            # reads frames and writes answers (frames.py)
         self.host = host
+        self.id = f"kafka-{next(_CONNECTION_IDS)}"     # this connection, for the gateway
         # Who the client is: User:ANONYMOUS on PLAINTEXT, the certificate's DN on SSL; on a
         # SASL listener the SASL user, set before any other request reaches a handler.
         self.principal = principal
         self.sasl = listener.new_sasl_server()
+        if self.sasl is not None:       # frames before authentication: sasl.server.max.receive.size
+            frames.max_bytes = min(listener._max_bytes, listener.security.sasl_max_receive_size)
         # answers in request order: each item awaits to the response bytes (or None)
         self.pending: asyncio.Queue = asyncio.Queue(maxsize=listener._max_in_flight)
         self.background: set[asyncio.Task] = set()
@@ -276,33 +301,33 @@ class Connection:
         l = self.l
         while True:
             try:
-                prefix = await asyncio.wait_for(self.reader.readexactly(4), l._idle_s)
+                # asyncio.timeout, not wait_for: no task of its own per frame
+                async with asyncio.timeout(l._idle_s):
+                    frame = await self.frames.read_frame()
             except TimeoutError:
                 if not self.background:
                     l.closed_idle += 1
                     log.debug("closing idle Kafka connection from %s", self.host)
                     return
                 continue
-            except asyncio.IncompleteReadError:
-                return                                   # the client closed
-            size = kp.frame_size(prefix)
-            authenticating = self.sasl is not None and not self.sasl.complete
-            limit = min(l._max_bytes, l.security.sasl_max_receive_size) if authenticating \
-                else l._max_bytes
-            if size < 0 or size > limit:
+            except FrameTooLarge as e:
                 l.closed_oversize += 1
+                authenticating = self.sasl is not None and not self.sasl.complete
                 log.info("closing the Kafka connection from %s: a request of %d bytes "
-                         "(%s=%d)", self.host, size, "sasl.server.max.receive.size"
-                         if authenticating else "socket.request.max.bytes", limit)
+                         "(%s=%d)", self.host, e.size, "sasl.server.max.receive.size"
+                         if authenticating else "socket.request.max.bytes", self.frames.max_bytes)
                 return
-            frame = await self.reader.readexactly(size)
+            if frame is None:
+                return                                   # the client closed
             l.requests += 1
+            authenticating = self.sasl is not None and not self.sasl.complete
             if authenticating and self.sasl.raw_tokens:
                 if not await self._raw_token(bytes(frame)):
                     return
                 continue
             try:
-                kreq = kp.decode_request(frame)
+                kreq = kp.decode_request(frame if isinstance(frame, bytes)
+                                         else memoryview(frame).toreadonly())
             except kp.BadRequest as e:
                 l.closed_bad_request += 1
                 log.info("closing the Kafka connection from %s: %s (first bytes: %s)",
@@ -333,17 +358,35 @@ class Connection:
                 await self.pending.put(task)
 
     async def _write_loop(self) -> None:
-        w = self.writer
+        """Answers in request order. The answers already done behind the one awaited go out in
+        the same write: on loopback a send costs tens of µs whatever its size, and pipelining
+        clients (librdkafka keeps up to 5 requests in flight) get several at once."""
+        w, pending = self.frames, self.pending
+        held = None                     # the next item, taken from the queue but not done
         while True:
-            item = await self.pending.get()
+            item, held = (held, None) if held is not None else (await pending.get(), None)
             if item is None:
                 await w.drain()
                 return
             data = item if isinstance(item, bytes) else await item
             if data is None:
                 return                                   # no answer could be built: close
-            w.write(data)
-            if w.transport.get_write_buffer_size() > WRITE_HIGH_WATER or self.pending.empty():
+            chunks, end = [data], False
+            while not pending.empty():
+                nxt = pending.get_nowait()
+                if nxt is None or not (isinstance(nxt, bytes) or nxt.done()):
+                    held, end = nxt, nxt is None
+                    break
+                more = nxt if isinstance(nxt, bytes) else nxt.result()
+                if more is None:
+                    end = True                           # no answer: write these, then close
+                    break
+                chunks.append(more)
+            w.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            if end and held is None:
+                await w.drain()
+                return
+            if w.write_buffer_size() > WRITE_HIGH_WATER or (held is None and pending.empty()):
                 await w.drain()
 
     # -- SASL (until authenticated; the reader handles these in order, one at a time) ---------
@@ -379,6 +422,7 @@ class Connection:
         l = self.l
         if answer.principal is not None:
             self.principal = answer.principal
+            self.frames.max_bytes = l._max_bytes         # authenticated: socket.request.max.bytes
             l.count_authentication(mechanism, True)
             log.debug("[%s] %s authenticated with %s from %s", l._name, answer.principal,
                       mechanism, self.host)
@@ -404,10 +448,12 @@ class Connection:
             step = tr.plan(kreq, view)
             while isinstance(step, tr.Plan):
                 if len(step.calls) == 1:      # sent before this task first waits (see above)
-                    outcomes = [await l.perform(step.calls[0], kreq, self.host, self.principal)]
+                    outcomes = [await l.perform(step.calls[0], kreq, self.host, self.principal,
+                                                self.id)]
                 else:
                     outcomes = list(await asyncio.gather(
-                        *(l.perform(c, kreq, self.host, self.principal) for c in step.calls)))
+                        *(l.perform(c, kreq, self.host, self.principal, self.id)
+                          for c in step.calls)))
                 step = step.finish(outcomes)
             if step.response is None:
                 return None

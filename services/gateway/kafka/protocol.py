@@ -31,6 +31,8 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 
+from services.gateway.kafka.fast import EncodedResponse
+
 # Kafka's API keys (the numbers on Kafka's wire; Riverbed's own ApiKey numbers differ).
 PRODUCE = 0
 FETCH = 1
@@ -49,12 +51,21 @@ SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
+DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 SASL_AUTHENTICATE = 36
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
+INCREMENTAL_ALTER_CONFIGS = 44
+OFFSET_DELETE = 47
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
@@ -72,6 +83,11 @@ API_NAMES = {
     SASL_AUTHENTICATE: "SaslAuthenticate",
     DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
     ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
+    DESCRIBE_CLUSTER: "DescribeCluster", DELETE_RECORDS: "DeleteRecords",
+    DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
+    ALTER_CONFIGS: "AlterConfigs", DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    ELECT_LEADERS: "ElectLeaders", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+    OFFSET_DELETE: "OffsetDelete",
 }
 
 # api key -> (lowest, highest) version served. Why each ceiling (the next version needs what
@@ -85,7 +101,10 @@ API_NAMES = {
 #   JoinGroup 9, SyncGroup 5, Heartbeat 4, LeaveGroup 5, DescribeGroups 5 (v6: KIP-1043),
 #   ListGroups 4 (v5: group types), FindCoordinator 6, CreateTopics 7, DeleteTopics 6,
 #   CreatePartitions 3, DescribeConfigs 4, DescribeCluster 1 (v2: fenced brokers),
-#   InitProducerId 5 (v6: KIP-939's two-phase commit), ApiVersions 4: the newest Kafka has.
+#   InitProducerId 5 (v6: KIP-939's two-phase commit), ApiVersions 4, DeleteRecords 2,
+#   DeleteGroups 2, DescribeAcls / CreateAcls / DeleteAcls 3 (from v1: Kafka 4 dropped v0),
+#   AlterConfigs 2, IncrementalAlterConfigs 1, DescribeLogDirs 5, ElectLeaders 2,
+#   OffsetDelete 0: the newest Kafka has.
 #   SaslHandshake 0-1 (v0: bare token frames follow, before KIP-152), SaslAuthenticate 0-2:
 #   every version (answered on the connection itself: listener.py with sasl.py).
 #   Describe/AlterUserScramCredentials 0 (KIP-554; the only version): answered by the gateway
@@ -116,6 +135,16 @@ SERVED: dict[int, tuple[int, int]] = {
     SASL_AUTHENTICATE: (0, 2),
     DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    DELETE_RECORDS: (0, 2),
+    DELETE_GROUPS: (0, 2),
+    DESCRIBE_ACLS: (1, 3),
+    CREATE_ACLS: (1, 3),
+    DELETE_ACLS: (1, 3),
+    ALTER_CONFIGS: (0, 2),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    DESCRIBE_LOG_DIRS: (1, 5),
+    ELECT_LEADERS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }
 # What ApiVersions lists, where it differs from SERVED (KAFKA-18659, see the module doc).
 ADVERTISED_MIN = {PRODUCE: 0}
@@ -174,6 +203,22 @@ def is_served(api_key: int, api_version: int) -> bool:
     return served is not None and served[0] <= api_version <= served[1]
 
 
+_READERS: dict[tuple[int, int], tuple[Any, Any]] = {}
+_WRITERS: dict[type, Any] = {}
+
+
+def _readers(key: int, version: int) -> tuple[Any, Any]:
+    """(header reader, body reader) of a served API version: kio resolves a schema by module
+    name on every lookup, which cost more than reading a small request."""
+    got = _READERS.get((key, version))
+    if got is None:
+        schema = load_request_schema(key, version)
+        got = (_read_header_v2 if schema.__header_schema__ is RequestHeaderV2 else _read_header_v1,
+               entity_reader(schema))
+        _READERS[(key, version)] = got
+    return got
+
+
 def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     """A whole request frame (without its size prefix) -> KafkaRequest. BadRequest for an API or
     version not in SERVED (ApiVersions of an unknown version excepted: the caller answers it,
@@ -192,11 +237,10 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
                              corr, key, version) from None
         return KafkaRequest(key, version, header.correlation_id, header.client_id or "", None,
                             len(frame))
-    schema = load_request_schema(key, version)
-    read_header = _read_header_v2 if schema.__header_schema__ is RequestHeaderV2 else _read_header_v1
+    read_header, read_body = _readers(key, version)
     try:
         header, offset = read_header(frame, 0)
-        body, _ = entity_reader(schema)(frame, offset)
+        body, _ = read_body(frame, offset)
     except BadRequest:
         raise
     except Exception as e:  # noqa: BLE001 - kio raises several types for malformed input
@@ -208,15 +252,31 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
                         len(frame))
 
 
+def encode_body(body: Any) -> EncodedResponse:
+    """A kio response entity's body, encoded once (to be framed for any correlation id)."""
+    buf = io.BytesIO()
+    write = _WRITERS.get(type(body))
+    if write is None:
+        write = _WRITERS[type(body)] = entity_writer(type(body))
+    write(buf, body)
+    return EncodedResponse((buf.getvalue(),), body.__header_schema__ is ResponseHeaderV1)
+
+
 def encode_response(correlation_id: int, body: Any) -> bytes:
-    """The response frame, size prefix included, for a kio response entity."""
+    """The response frame, size prefix included, for a kio response entity or a body encoded
+    already (fast.EncodedResponse: Produce and Fetch)."""
+    if isinstance(body, EncodedResponse):
+        return body.frame(correlation_id)
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     if body.__header_schema__ is ResponseHeaderV1:
         _write_header_v1(buf, ResponseHeaderV1(correlation_id=correlation_id))
     else:
         _write_header_v0(buf, ResponseHeaderV0(correlation_id=correlation_id))
-    entity_writer(type(body))(buf, body)
+    write = _WRITERS.get(type(body))
+    if write is None:
+        write = _WRITERS[type(body)] = entity_writer(type(body))
+    write(buf, body)
     out = buf.getbuffer()
     _SIZE.pack_into(out, 0, len(out) - 4)
     del out

@@ -23,9 +23,10 @@ SDK clients (topic names, partitions, acks...).
 What is not Riverbed's model, and what a Kafka client sees (docs/kafka-protocol.md):
 - transactions: InitProducerId / Produce with a transactional id and FindCoordinator for a
   transaction coordinator answer INVALID_REQUEST;
-- the group coordinator computes assignments (proto/riverbed/v1/group.proto): the leader's
-  SyncGroup assignments are ignored and every member gets the coordinator's; only the
-  "consumer" protocol type with range / roundrobin / sticky is served;
+- groups: Kafka's classic protocol, the group's leader assigns (JoinGroup/SyncGroup v1 of
+  Riverbed's, "client assignment" in proto/riverbed/v1/group.proto): any protocol type and
+  strategy, metadata and assignments passed as opaque bytes; such a group cannot also have SDK
+  members (INCONSISTENT_GROUP_PROTOCOL), whose groups the coordinator assigns;
 - static membership (group.instance.id) is accepted but not kept: a member that restarts joins
   as a new member;
 - topic ids: every topic id is zero; requests naming topics by id get UNKNOWN_TOPIC_ID.
@@ -48,7 +49,11 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from riverbed._proto.v1 import (
+    acl_pb2,
+    admin_ops_pb2,
+    common_pb2,
     controller_pb2,
+    delete_records_pb2,
     fetch_pb2,
     group_pb2,
     header_pb2,
@@ -59,6 +64,7 @@ from riverbed._proto.v1 import (
     producer_id_pb2,
 )
 from services.gateway.kafka import brokers as bk
+from services.gateway.kafka import fast
 from services.gateway.kafka import protocol as kp
 from services.gateway.kafka.brokers import KafkaBroker
 
@@ -80,13 +86,40 @@ COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator.value,
 # ---------------------------------------------------------------------------------------------
 # what the shell hands in and gets back
 
+class EncodedCache:
+    """Encoded answers kept for reuse, keyed by everything they are made of (so never stale,
+    only evicted: least recently used first past `max_entries`). The shell owns one per
+    listener and hands it in with the ClusterView."""
+
+    def __init__(self, max_entries: int = 256):
+        self.max_entries = max_entries
+        self._entries: dict[Any, fast.EncodedResponse] = {}
+        self.hits = self.misses = 0
+
+    def get(self, key: Any) -> fast.EncodedResponse | None:
+        got = self._entries.pop(key, None)
+        if got is None:
+            self.misses += 1
+            return None
+        self._entries[key] = got                # most recently used last
+        self.hits += 1
+        return got
+
+    def put(self, key: Any, value: fast.EncodedResponse) -> None:
+        if len(self._entries) >= self.max_entries:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[key] = value
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """What the core needs to know of the world: the brokers this client sees (the live
-    gateways advertising its listener), this gateway's id and the client's address."""
+    gateways advertising its listener), this gateway's id and the client's address; and where
+    encoded answers may be kept (None: nowhere)."""
     brokers: tuple[KafkaBroker, ...]
     gateway_id: int
     client_host: str = ""
+    encoded: EncodedCache | None = field(default=None, compare=False)
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -104,6 +137,7 @@ class Call:
     api: int                               # Riverbed ApiKey
     body: Any                              # its protobuf request
     payloads: tuple = ()                   # record-batch frames (PRODUCE)
+    api_version: int = 0                   # Riverbed's version of that API (riverbed.wire.apis)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +180,17 @@ def _mk(cls: type, **kw: Any) -> Any:
 
 
 class _Resp:
-    """Builds one API version's response entities by class name."""
+    """Builds one API version's response entities by class name (one per API version:
+    `_Resp(key, version)` returns the same object each time)."""
+    _made: dict[tuple[int, int], "_Resp"] = {}
 
-    def __init__(self, api_key: int, version: int):
-        self.mod = _module(api_key, version)
-        self.top = load_response_schema(api_key, version)
+    def __new__(cls, api_key: int, version: int):
+        made = cls._made.get((api_key, version))
+        if made is None:
+            made = cls._made[(api_key, version)] = super().__new__(cls)
+            made.mod = _module(api_key, version)
+            made.top = load_response_schema(api_key, version)
+        return made
 
     def has(self, cls_name: str) -> bool:
         return hasattr(self.mod, cls_name)
@@ -188,12 +228,22 @@ def _u32(value: int) -> int:
 
 
 def _throttle(o: Outcome) -> datetime.timedelta:
-    return ms(getattr(o.body, "throttle_time_ms", 0) if o.body is not None else 0)
+    return ms(_throttle_ms(o))
 
 
-def _payload_bytes(frame: Any) -> bytes:
-    buf = getattr(frame, "buffer", frame)   # zmq.Frame -> memoryview
-    return buf if isinstance(buf, bytes) else bytes(buf)
+def _throttle_ms(o: Outcome) -> int:
+    return max(0, getattr(o.body, "throttle_time_ms", 0)) if o.body is not None else 0
+
+
+def _code(code: int) -> int:
+    """A Riverbed error code as Kafka's number (the same numbers; one Kafka does not know is
+    UNKNOWN_SERVER_ERROR, as `ec` makes it)."""
+    return code if code == NONE else ec(code).value
+
+
+def _payload_buffer(frame: Any) -> Any:
+    """A payload frame's bytes without copying them (zmq.Frame -> its memoryview)."""
+    return getattr(frame, "buffer", frame)
 
 
 def _one(call: Call, finish: Callable[[Outcome], Step]) -> Plan:
@@ -261,6 +311,26 @@ def metadata(req: kp.KafkaRequest, view: ClusterView) -> Step:
             topics=names or [], allow_auto_topic_creation=bool(auto_create)))
 
     def finish(o: Outcome) -> Step:
+        # Encoding a Metadata answer costs ~20 µs per partition (kio): the same answer is kept
+        # and reused while what it is made of (version, brokers, the question, Riverbed's
+        # answer) stays the same.
+        key = None
+        if view.encoded is not None:
+            key = ("metadata", v, view.brokers, view.gateway_id,
+                   None if names is None else tuple(names), tuple(by_id),
+                   o.body.SerializeToString(deterministic=True) if o.ok else
+                   (o.error_code, o.error_message))
+            cached = view.encoded.get(key)
+            if cached is not None:
+                return Done(cached)
+        done = build(o)
+        if key is not None:
+            encoded = kp.encode_body(done.response)
+            view.encoded.put(key, encoded)
+            return Done(encoded)
+        return done
+
+    def build(o: Outcome) -> Done:
         ids = view.broker_ids
         brokers = tuple(r("MetadataResponseBroker", node_id=x.node_id, host=x.host, port=x.port,
                           rack=x.rack) for x in view.brokers)
@@ -328,7 +398,6 @@ def describe_cluster(req: kp.KafkaRequest, view: ClusterView) -> Step:
 
 def produce(req: kp.KafkaRequest, view: ClusterView) -> Step:
     b, v = req.body, req.api_version
-    r = _Resp(kp.PRODUCE, v)
     # Per flattened partition: None (forwarded) or (code, message) answered here.
     local: list[tuple[int, str] | None] = []
     layout: list[tuple[str, list[int]]] = []
@@ -372,20 +441,14 @@ def produce(req: kp.KafkaRequest, view: ClusterView) -> Step:
                     if a is None:
                         err = (ErrorCode.unknown_server_error.value, "no answer for partition")
                 if err is not None:
-                    prs.append(r("PartitionProduceResponse", index=index, error_code=ec(err[0]),
-                                 base_offset=-1, log_append_time=None, log_start_offset=-1,
-                                 record_errors=(), error_message=err[1] or None))
+                    prs.append((index, _code(err[0]), -1, -1, -1, err[1] or None))
                     continue
-                append_time = None
-                if a.log_append_time_ms >= 0:
-                    append_time = datetime.datetime.fromtimestamp(a.log_append_time_ms / 1000,
-                                                                  datetime.timezone.utc)
-                prs.append(r("PartitionProduceResponse", index=index, error_code=ec(a.error_code),
-                             base_offset=a.base_offset if a.error_code == NONE else -1,
-                             log_append_time=append_time, log_start_offset=a.log_start_offset,
-                             record_errors=(), error_message=a.error_message or None))
-            topics.append(r("TopicProduceResponse", name=name, partition_responses=tuple(prs)))
-        return Done(r.response(responses=tuple(topics), throttle_time=_throttle(o)))
+                code = a.error_code
+                prs.append((index, _code(code), a.base_offset if code == NONE else -1,
+                            a.log_append_time_ms if a.log_append_time_ms >= 0 else -1,
+                            a.log_start_offset, a.error_message or None))
+            topics.append((name, prs))
+        return Done(fast.produce_response(v, _throttle_ms(o), topics))
 
     if not payloads:
         return finish([])
@@ -451,26 +514,19 @@ def fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
                               log_start_offset=-1, last_fetched_epoch=-1)
 
     def finish(o: Outcome) -> Step:
-        top = ec(o.body.error_code) if o.ok else ErrorCode.none
+        top = _code(o.body.error_code) if o.ok else NONE
         frames: Sequence[Any] = o.payloads if o.ok else ()
 
         def answered(index: int, a: Any, i: int) -> Any:
             lso = a.last_stable_offset if a.last_stable_offset >= 0 else a.high_watermark
-            return r("PartitionData", partition_index=index, error_code=ec(a.error_code),
-                     high_watermark=a.high_watermark, last_stable_offset=lso,
-                     log_start_offset=a.log_start_offset,
-                     aborted_transactions=() if a.error_code == NONE else None,
-                     preferred_read_replica=-1,
-                     records=_payload_bytes(frames[i]) if i < len(frames) else b"")
+            records = _payload_buffer(frames[i]) if i < len(frames) else b""
+            return (index, _code(a.error_code), a.high_watermark, lso, a.log_start_offset,
+                    records)
 
         def failed(index: int, code: int) -> Any:
-            return r("PartitionData", partition_index=index, error_code=ec(code),
-                     high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                     aborted_transactions=None, preferred_read_replica=-1, records=b"")
-        topics = tuple(r("FetchableTopicResponse", topic=name, partitions=parts)
-                       for name, parts in _per_partition(layout, o, answered, failed))
-        return Done(r.response(throttle_time=_throttle(o), error_code=top, session_id=0,
-                               responses=topics if top == ErrorCode.none else ()))
+            return (index, _code(code), -1, -1, -1, b"")
+        topics = _per_partition(layout, o, answered, failed) if top == NONE else []
+        return Done(fast.fetch_response(v, _throttle_ms(o), top, 0, topics))
     return _one(Call(R.FETCH, body), finish)
 
 
@@ -607,6 +663,7 @@ def find_coordinator(req: kp.KafkaRequest, view: ClusterView) -> Step:
 # the consumer protocol's embedded bytes (JoinGroup metadata, SyncGroup assignments)
 
 SUBSCRIPTION_VERSIONS = 3                 # ConsumerProtocolSubscription v0..v3
+GROUP_API_VERSION = 1                     # Riverbed's JOIN_GROUP / SYNC_GROUP v1: client assignment
 
 
 def _subscription_schema(version: int):
@@ -675,11 +732,9 @@ def join_group(req: kp.KafkaRequest, view: ClusterView) -> Step:
         rebalance_timeout_ms=rebalance_ms if rebalance_ms > 0 else session_ms,
         member_id=b.member_id, protocol_type=b.protocol_type,
         client_host=f"/{view.client_host}" if view.client_host else "")
-    consumer = b.protocol_type == "consumer"
+    body.client_assignment = True        # Kafka's classic protocol: the leader assigns
     for p in b.protocols:
-        sub = decode_subscription(p.metadata) if consumer else group_pb2.ConsumerSubscription()
-        if sub is not None:
-            body.protocols.add(name=p.name, subscription=sub)
+        body.protocols.add(name=p.name, metadata=p.metadata)
 
     def finish(o: Outcome) -> Step:
         if not o.ok:
@@ -689,7 +744,7 @@ def join_group(req: kp.KafkaRequest, view: ClusterView) -> Step:
             x = o.body
         ok = x.error_code == NONE
         members = tuple(r("JoinGroupResponseMember", member_id=m.member_id,
-                          group_instance_id=None, metadata=encode_subscription(m.subscription))
+                          group_instance_id=None, metadata=m.metadata)
                         for m in x.members) if ok else ()
         return Done(r.response(
             throttle_time=_throttle(o), error_code=ec(x.error_code),
@@ -698,14 +753,18 @@ def join_group(req: kp.KafkaRequest, view: ClusterView) -> Step:
             protocol_name=x.protocol_name if ok else (None if v >= 7 else ""),
             leader=x.leader if ok else "", skip_assignment=False,
             member_id=x.member_id or b.member_id, members=members))
-    return _one(Call(R.JOIN_GROUP, body), finish)
+    return _one(Call(R.JOIN_GROUP, body, api_version=GROUP_API_VERSION), finish)
 
 
 def sync_group(req: kp.KafkaRequest, view: ClusterView) -> Step:
     b, v = req.body, req.api_version
     r = _Resp(kp.SYNC_GROUP, v)
-    body = group_pb2.SyncGroupRequest(group_id=b.group_id, generation_id=b.generation_id,
-                                      member_id=b.member_id)
+    body = group_pb2.SyncGroupRequest(
+        group_id=b.group_id, generation_id=b.generation_id, member_id=b.member_id,
+        protocol_type=getattr(b, "protocol_type", None) or "",
+        protocol_name=getattr(b, "protocol_name", None) or "",
+        assignments=[group_pb2.SyncGroupAssignment(member_id=a.member_id, assignment=a.assignment)
+                     for a in b.assignments])
 
     def finish(o: Outcome) -> Step:
         x = o.body if o.ok else group_pb2.SyncGroupResponse(error_code=o.error_code)
@@ -714,8 +773,8 @@ def sync_group(req: kp.KafkaRequest, view: ClusterView) -> Step:
             throttle_time=_throttle(o), error_code=ec(x.error_code),
             protocol_type=(x.protocol_type or None) if ok else None,
             protocol_name=(x.protocol_name or None) if ok else None,
-            assignment=encode_assignment(x.assignment) if ok else b""))
-    return _one(Call(R.SYNC_GROUP, body), finish)
+            assignment=x.assignment_data if ok else b""))
+    return _one(Call(R.SYNC_GROUP, body, api_version=GROUP_API_VERSION), finish)
 
 
 def heartbeat(req: kp.KafkaRequest, view: ClusterView) -> Step:
@@ -774,8 +833,10 @@ def describe_groups(req: kp.KafkaRequest, view: ClusterView) -> Step:
             members = tuple(r("DescribedGroupMember", member_id=m.member_id,
                               group_instance_id=None, client_id=m.client_id,
                               client_host=m.client_host,
-                              member_metadata=encode_subscription(m.subscription),
-                              member_assignment=encode_assignment(m.assignment))
+                              member_metadata=m.member_metadata or encode_subscription(
+                                  m.subscription),
+                              member_assignment=m.member_assignment or encode_assignment(
+                                  m.assignment))
                             for m in g.members)
             out.append(r("DescribedGroup", error_code=ec(g.error_code), group_id=gid,
                          group_state=g.group_state or ("Dead" if g.error_code else ""),
@@ -1063,6 +1124,455 @@ def user_scram_credentials(req: kp.KafkaRequest, view: ClusterView) -> Step:
     return Done(sa.alter_response(req.api_version, sa.plan_alter(req.body, {}, authorized=False)))
 
 
+# ---------------------------------------------------------------------------------------------
+# AlterConfigs, IncrementalAlterConfigs (topics; through the controller's ALTER_CONFIGS)
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3            # IncrementalAlterConfigs' config_operation
+# Topic configs whose value is a list (Kafka's ConfigDef.Type.LIST): APPEND / SUBTRACT apply.
+LIST_CONFIGS = frozenset({"cleanup.policy", "leader.replication.throttled.replicas",
+                          "follower.replication.throttled.replicas"})
+NOT_A_TOPIC = "only topic configs are served through the Kafka listener"
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """A resource's change answered at the gateway (nothing forwarded)."""
+    code: int
+    message: str
+
+
+def _config_results(r: _Resp, cls: str, resources, local: dict, theirs: dict, o: Outcome):
+    out = []
+    for x in resources:
+        key = (x.resource_type, x.resource_name)
+        if key in local:
+            code, msg = local[key]
+        elif x.resource_name in theirs:
+            t = theirs[x.resource_name]
+            code, msg = t.error_code, t.error_message
+        else:
+            code, msg = (o.error_code or ErrorCode.unknown_server_error.value, o.error_message)
+        out.append(r(cls, error_code=ec(code), error_message=msg or None,
+                     resource_type=x.resource_type, resource_name=x.resource_name))
+    return tuple(out)
+
+
+def _alter_configs_call(changes: dict[str, tuple[dict[str, str], list[str]]],
+                        validate_only: bool) -> Call:
+    body = controller_pb2.AlterConfigsRequest(validate_only=validate_only)
+    for name, (set_, delete) in changes.items():
+        t = body.topics.add(name=name, delete=delete)
+        for k, v in set_.items():
+            t.set[k] = v
+    return Call(R.ALTER_CONFIGS, body)
+
+
+def _current_configs(o: Outcome) -> tuple[dict[str, dict[str, tuple[str, bool]]], dict]:
+    """(topic -> {key: (value, is_default)}, topic -> its DescribeConfigs result) of an answer."""
+    current, results = {}, {}
+    if o.ok:
+        for t in o.body.results:
+            results[t.topic] = t
+            current[t.topic] = {e.name: (e.value, e.is_default) for e in t.entries}
+    return current, results
+
+
+def _alter_configs_steps(req: kp.KafkaRequest, r: _Resp, result_cls: str, resources,
+                         local: dict, needs_current: list[str],
+                         changes_of: Callable[[dict], dict]) -> Step:
+    """Describe the topics in `needs_current` first (when any), then alter what `changes_of`
+    (current configs -> topic -> (set, delete)) computes; answers per resource."""
+    validate_only = bool(req.body.validate_only)
+
+    def alter(current: dict, described: dict, o_desc: Outcome) -> Step:
+        changes = {}
+        for name, change in changes_of(current).items():
+            if isinstance(change, _Refused):
+                local[(TOPIC_TYPE, name)] = (change.code, change.message)   # answered here
+            else:
+                changes[name] = change
+        for name in needs_current:
+            d = described.get(name)
+            if d is not None and d.error_code != NONE:
+                local[(TOPIC_TYPE, name)] = (d.error_code, d.error_message)
+                changes.pop(name, None)
+            elif d is None and not o_desc.ok:
+                local[(TOPIC_TYPE, name)] = (o_desc.error_code, o_desc.error_message)
+                changes.pop(name, None)
+
+        def finish(outs: list[Outcome]) -> Step:
+            o = outs[0] if outs else Outcome(body=controller_pb2.AlterConfigsResponse())
+            theirs = {t.name: t for t in o.body.topics} if o.ok else {}
+            return Done(r.response(throttle_time=_throttle(o), responses=_config_results(
+                r, result_cls, resources, local, theirs, o)))
+        if not changes:
+            return finish([])
+        return Plan((_alter_configs_call(changes, validate_only),), finish)
+
+    if not needs_current:
+        return alter({}, {}, Outcome())
+    describe = Call(R.DESCRIBE_CONFIGS, controller_pb2.DescribeConfigsRequest(
+        topics=needs_current, include_defaults=True))
+
+    def described(o: Outcome) -> Step:
+        current, results = _current_configs(o)
+        return alter(current, results, o)
+    return _one(describe, described)
+
+
+def alter_configs(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    """Kafka's (legacy) AlterConfigs replaces a resource's whole config: the keys given are set,
+    every other key set on the topic goes back to its default."""
+    b = req.body
+    r = _Resp(kp.ALTER_CONFIGS, req.api_version)
+    resources = list(b.resources)
+    local: dict = {}
+    wanted: dict[str, dict[str, str | None]] = {}
+    for x in resources:
+        key = (x.resource_type, x.resource_name)
+        if x.resource_type != TOPIC_TYPE:
+            local[key] = (ErrorCode.invalid_request.value, NOT_A_TOPIC)
+        elif x.resource_name in wanted:
+            local[key] = (ErrorCode.invalid_request.value, "topic named twice")
+        else:
+            wanted[x.resource_name] = {c.name: c.value for c in x.configs}
+
+    def changes_of(current: dict) -> dict:
+        out = {}
+        for name, configs in wanted.items():
+            set_ = {k: v for k, v in configs.items() if v is not None}
+            delete = [k for k, (_, is_default) in current.get(name, {}).items()
+                      if not is_default and k not in set_]
+            delete += [k for k, v in configs.items() if v is None and k not in delete]
+            out[name] = (set_, delete)
+        return out
+    return _alter_configs_steps(req, r, "AlterConfigsResourceResponse", resources, local,
+                                list(wanted), changes_of)
+
+
+def incremental_alter_configs(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.INCREMENTAL_ALTER_CONFIGS, req.api_version)
+    resources = list(b.resources)
+    local: dict = {}
+    ops: dict[str, list[tuple[str, int, str | None]]] = {}
+    for x in resources:
+        key = (x.resource_type, x.resource_name)
+        names = [c.name for c in x.configs]
+        if x.resource_type != TOPIC_TYPE:
+            local[key] = (ErrorCode.invalid_request.value, NOT_A_TOPIC)
+        elif x.resource_name in ops:
+            local[key] = (ErrorCode.invalid_request.value, "topic named twice")
+        elif len(set(names)) != len(names):
+            local[key] = (ErrorCode.invalid_request.value, "a config named twice")
+        elif any(c.config_operation not in (SET, DELETE, APPEND, SUBTRACT) for c in x.configs):
+            local[key] = (ErrorCode.invalid_request.value, "unknown config operation")
+        elif any(c.config_operation in (APPEND, SUBTRACT) and c.name not in LIST_CONFIGS
+                 for c in x.configs):
+            local[key] = (ErrorCode.invalid_config.value,
+                          f"APPEND and SUBTRACT apply to list configs only: {sorted(LIST_CONFIGS)}")
+        else:
+            ops[x.resource_name] = [(c.name, c.config_operation, c.value) for c in x.configs]
+    needs_current = [n for n, os_ in ops.items() if any(op in (APPEND, SUBTRACT) for _, op, _ in os_)]
+
+    def changes_of(current: dict) -> dict:
+        out = {}
+        for name, os_ in ops.items():
+            set_: dict[str, str] = {}
+            delete: list[str] = []
+            for key, op, value in os_:
+                if op == SET:
+                    if value is None:
+                        out[name] = _Refused(ErrorCode.invalid_request.value,
+                                             f"SET {key} without a value")
+                        break
+                    set_[key] = value
+                elif op == DELETE:
+                    delete.append(key)
+                else:
+                    now = current.get(name, {}).get(key, ("", True))[0]
+                    items = [v for v in now.split(",") if v]
+                    given = [v for v in (value or "").split(",") if v]
+                    if op == APPEND:
+                        items += [v for v in given if v not in items]
+                    else:
+                        items = [v for v in items if v not in given]
+                    set_[key] = ",".join(items)
+            else:
+                out[name] = (set_, delete)
+        return out
+    return _alter_configs_steps(req, r, "AlterConfigsResourceResponse", resources, local,
+                                needs_current, changes_of)
+
+
+# ---------------------------------------------------------------------------------------------
+# DeleteRecords (routed to the partitions' leaders)
+
+def delete_records(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.DELETE_RECORDS, req.api_version)
+    body = delete_records_pb2.DeleteRecordsRequest(timeout_ms=_u32(to_ms(b.timeout)))
+    layout: Layout = []
+    for t in b.topics:
+        dt = body.topics.add(name=t.name)
+        layout.append((t.name, [p.partition_index for p in t.partitions]))
+        for p in t.partitions:
+            dt.partitions.add(partition=p.partition_index, offset=p.offset)
+
+    def finish(o: Outcome) -> Step:
+        topics = _per_partition(
+            layout, o,
+            lambda index, a, _i: r("DeleteRecordsPartitionResult", partition_index=index,
+                                   low_watermark=a.low_watermark, error_code=ec(a.error_code)),
+            lambda index, code: r("DeleteRecordsPartitionResult", partition_index=index,
+                                  low_watermark=-1, error_code=ec(code)))
+        return Done(r.response(throttle_time=_throttle(o), topics=tuple(
+            r("DeleteRecordsTopicResult", name=name, partitions=parts) for name, parts in topics)))
+    if not layout:
+        return finish(Outcome(body=delete_records_pb2.DeleteRecordsResponse()))
+    return _one(Call(R.DELETE_RECORDS, body), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# OffsetDelete, DeleteGroups
+
+def offset_delete(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.OFFSET_DELETE, req.api_version)
+    body = offset_pb2.OffsetDeleteRequest(group_id=b.group_id)
+    layout: Layout = []
+    for t in b.topics:
+        parts = [p.partition_index for p in t.partitions]
+        body.topics.add(name=t.name, partition_indexes=parts)
+        layout.append((t.name, parts))
+
+    def finish(o: Outcome) -> Step:
+        top = o.error_code if not o.ok else o.body.error_code
+        topics = _per_partition(
+            layout, o,
+            lambda index, a, _i: r("OffsetDeleteResponsePartition", partition_index=index,
+                                   error_code=ec(a.error_code if top == NONE else NONE)),
+            lambda index, code: r("OffsetDeleteResponsePartition", partition_index=index,
+                                  error_code=ec(NONE if top != NONE else code)))
+        return Done(r.response(error_code=ec(top), throttle_time=_throttle(o), topics=tuple(
+            r("OffsetDeleteResponseTopic", name=name, partitions=parts) for name, parts in topics)))
+    return _one(Call(R.OFFSET_DELETE, body), finish)
+
+
+def delete_groups(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.DELETE_GROUPS, req.api_version)
+    groups = list(b.groups_names)
+
+    def finish(o: Outcome) -> Step:
+        theirs = {x.group_id: x for x in o.body.results} if o.ok else {}
+        out = []
+        for gid in dict.fromkeys(groups):
+            x = theirs.get(gid)
+            code = x.error_code if x is not None else (o.error_code or
+                                                       ErrorCode.unknown_server_error.value)
+            out.append(r("DeletableGroupResult", group_id=gid, error_code=ec(code)))
+        return Done(r.response(throttle_time=_throttle(o), results=tuple(out)))
+    if not groups:
+        return finish(Outcome(body=group_pb2.DeleteGroupsResponse()))
+    return _one(Call(R.DELETE_GROUPS, group_pb2.DeleteGroupsRequest(group_ids=groups)), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# ElectLeaders (preferred elections, through the controller)
+
+PREFERRED, UNCLEAN = 0, 1
+
+
+def elect_leaders(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.ELECT_LEADERS, req.api_version)
+    election_type = getattr(b, "election_type", PREFERRED)
+    asked = None if b.topic_partitions is None else [
+        (t.topic, p) for t in b.topic_partitions for p in t.partitions]
+
+    def answer(results: list[tuple[str, int, int, str | None]], top: int, throttle) -> Done:
+        by_topic: dict[str, list] = {}
+        for topic, p, code, msg in results:
+            by_topic.setdefault(topic, []).append(r("PartitionResult", partition_id=p,
+                                                    error_code=ec(code), error_message=msg))
+        return Done(r.response(throttle_time=throttle, error_code=ec(top),
+                               replica_election_results=tuple(
+                                   r("ReplicaElectionResult", topic=t, partition_result=tuple(ps))
+                                   for t, ps in by_topic.items())))
+    if election_type != PREFERRED:
+        return answer([(t, p, ErrorCode.invalid_request.value,
+                        "only preferred leader elections are served (unclean ones are the "
+                        "controller's, with unclean.leader.election.enable)")
+                       for t, p in asked or ()], NONE, ZERO_MS)
+    if asked == []:
+        return answer([], NONE, ZERO_MS)
+    body = admin_ops_pb2.ElectLeadersRequest(timeout_ms=_u32(to_ms(b.timeout)), partitions=[
+        common_pb2.TopicPartition(topic=t, partition=p) for t, p in asked or ()])
+
+    def failed(code: int, msg: str, throttle) -> Done:
+        # v1+ has a top-level code; v0 has none, so every partition asked carries it
+        if req.api_version == 0:
+            return answer([(t, p, code, msg or None) for t, p in asked or ()], NONE, throttle)
+        return answer([], code, throttle)
+
+    def finish(o: Outcome) -> Step:
+        if not o.ok:
+            return failed(o.error_code, o.error_message, ZERO_MS)
+        x = o.body
+        if x.error_code != NONE:
+            return failed(x.error_code, x.error_message, _throttle(o))
+        return answer([(e.topic, e.partition, e.error_code, e.error_message or None)
+                       for e in x.results], NONE, _throttle(o))
+    return _one(Call(R.ELECT_LEADERS, body), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# DescribeLogDirs: a gateway describes the storage nodes spread to it
+
+def log_dir_nodes(node_ids, view: ClusterView) -> list[int]:
+    """The storage nodes whose log dirs this gateway describes: sorted nodes go round the
+    gateways (as partitions do), so asking every broker describes every node once."""
+    ids = sorted(view.broker_ids)
+    if view.gateway_id not in ids:
+        return []
+    me = ids.index(view.gateway_id)
+    return [n for i, n in enumerate(sorted(node_ids)) if i % len(ids) == me]
+
+
+def describe_log_dirs(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.DESCRIBE_LOG_DIRS, v)
+    wanted = None if b.topics is None else {t.topic: set(t.partitions) for t in b.topics}
+
+    def finish(o: Outcome) -> Step:
+        if not o.ok or o.body.error_code != NONE:
+            code = o.error_code if not o.ok else o.body.error_code
+            return Done(r.response(throttle_time=_throttle(o), error_code=ec(code), results=()))
+        by_node = {x.broker_id: x for x in o.body.brokers}
+        results = []
+        for node in log_dir_nodes(by_node, view):
+            x = by_node[node]
+            if x.error_code != NONE:
+                results.append(r("DescribeLogDirsResult", error_code=ec(x.error_code),
+                                 log_dir=f"storage-node-{node}", topics=(), total_bytes=-1,
+                                 usable_bytes=-1, is_cordoned=False))
+                continue
+            for d in x.log_dirs:
+                topics: dict[str, list] = {}
+                for rep in d.replicas:
+                    if wanted is not None and rep.partition not in wanted.get(rep.topic, ()):
+                        continue
+                    topics.setdefault(rep.topic, []).append(r(
+                        "DescribeLogDirsPartition", partition_index=rep.partition,
+                        partition_size=rep.size_bytes, offset_lag=max(0, rep.offset_lag),
+                        is_future_key=rep.is_future))
+                results.append(r("DescribeLogDirsResult", error_code=ec(d.error_code),
+                                 log_dir=f"storage-node-{node}:{d.path}",
+                                 topics=tuple(r("DescribeLogDirsTopic", name=t, partitions=tuple(ps))
+                                              for t, ps in sorted(topics.items())),
+                                 total_bytes=d.total_bytes, usable_bytes=d.free_bytes,
+                                 is_cordoned=False))
+        return Done(r.response(throttle_time=_throttle(o), error_code=ErrorCode.none,
+                               results=tuple(results)))
+    body = admin_ops_pb2.DescribeLogDirsRequest(topics=sorted(wanted) if wanted else [])
+    if wanted == {}:
+        return finish(Outcome(body=admin_ops_pb2.DescribeLogDirsResponse()))
+    return _one(Call(R.DESCRIBE_LOG_DIRS, body), finish)
+
+
+# ---------------------------------------------------------------------------------------------
+# DescribeAcls, CreateAcls, DeleteAcls (Kafka's numbers pass unchanged: acl.proto)
+
+def _acl_filter(x) -> acl_pb2.AclBindingFilter:
+    f = acl_pb2.AclBindingFilter(resource_type=x.resource_type_filter,
+                                 pattern_type=getattr(x, "pattern_type_filter", 3),
+                                 operation=x.operation, permission_type=x.permission_type)
+    if x.resource_name_filter is not None:
+        f.resource_name = x.resource_name_filter
+    if x.principal_filter is not None:
+        f.principal = x.principal_filter
+    if x.host_filter is not None:
+        f.host = x.host_filter
+    return f
+
+
+def describe_acls(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    r = _Resp(kp.DESCRIBE_ACLS, req.api_version)
+
+    def finish(o: Outcome) -> Step:
+        if not o.ok:
+            return Done(r.response(throttle_time=ZERO_MS, error_code=ec(o.error_code),
+                                   error_message=o.error_message or None, resources=()))
+        x = o.body
+        by: dict[tuple[int, str, int], list] = {}
+        for a in x.bindings:
+            by.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(
+                r("AclDescription", principal=a.principal, host=a.host, operation=a.operation,
+                  permission_type=a.permission_type))
+        return Done(r.response(
+            throttle_time=_throttle(o), error_code=ec(x.error_code),
+            error_message=x.error_message or None,
+            resources=tuple(r("DescribeAclsResource", resource_type=t, resource_name=n,
+                              pattern_type=pt, acls=tuple(acls))
+                            for (t, n, pt), acls in by.items())))
+    return _one(Call(R.DESCRIBE_ACLS, acl_pb2.DescribeAclsRequest(filter=_acl_filter(req.body))),
+                finish)
+
+
+def create_acls(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    r = _Resp(kp.CREATE_ACLS, req.api_version)
+    creations = list(req.body.creations)
+    body = acl_pb2.CreateAclsRequest(creations=[acl_pb2.AclBinding(
+        resource_type=c.resource_type, resource_name=c.resource_name,
+        pattern_type=getattr(c, "resource_pattern_type", 3), principal=c.principal,
+        host=c.host, operation=c.operation, permission_type=c.permission_type)
+        for c in creations])
+
+    def finish(o: Outcome) -> Step:
+        results = list(o.body.results) if o.ok else []
+        out = []
+        for i in range(len(creations)):
+            if i < len(results):
+                code, msg = results[i].error_code, results[i].error_message
+            else:
+                code = o.error_code or ErrorCode.unknown_server_error.value
+                msg = o.error_message
+            out.append(r("AclCreationResult", error_code=ec(code), error_message=msg or None))
+        return Done(r.response(throttle_time=_throttle(o), results=tuple(out)))
+    if not creations:
+        return finish(Outcome(body=acl_pb2.CreateAclsResponse()))
+    return _one(Call(R.CREATE_ACLS, body), finish)
+
+
+def delete_acls(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    r = _Resp(kp.DELETE_ACLS, req.api_version)
+    filters = list(req.body.filters)
+    body = acl_pb2.DeleteAclsRequest(filters=[_acl_filter(f) for f in filters])
+
+    def finish(o: Outcome) -> Step:
+        results = list(o.body.results) if o.ok else []
+        out = []
+        for i in range(len(filters)):
+            if i < len(results):
+                x = results[i]
+                code, msg, matching = x.error_code, x.error_message or None, x.matching
+            else:
+                code = o.error_code or ErrorCode.unknown_server_error.value
+                msg, matching = o.error_message or None, ()
+            out.append(r("DeleteAclsFilterResult", error_code=ec(code), error_message=msg,
+                         matching_acls=tuple(r(
+                             "DeleteAclsMatchingAcl", error_code=ec(code), error_message=msg,
+                             resource_type=a.resource_type, resource_name=a.resource_name,
+                             pattern_type=a.pattern_type, principal=a.principal, host=a.host,
+                             operation=a.operation, permission_type=a.permission_type)
+                             for a in matching)))
+        return Done(r.response(throttle_time=_throttle(o), filter_results=tuple(out)))
+    if not filters:
+        return finish(Outcome(body=acl_pb2.DeleteAclsResponse()))
+    return _one(Call(R.DELETE_ACLS, body), finish)
+
+
 _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.API_VERSIONS: api_versions,
     kp.METADATA: metadata,
@@ -1089,4 +1599,14 @@ _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.SASL_AUTHENTICATE: sasl_authenticate,
     kp.DESCRIBE_USER_SCRAM_CREDENTIALS: user_scram_credentials,
     kp.ALTER_USER_SCRAM_CREDENTIALS: user_scram_credentials,
+    kp.ALTER_CONFIGS: alter_configs,
+    kp.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+    kp.DELETE_RECORDS: delete_records,
+    kp.OFFSET_DELETE: offset_delete,
+    kp.DELETE_GROUPS: delete_groups,
+    kp.ELECT_LEADERS: elect_leaders,
+    kp.DESCRIBE_LOG_DIRS: describe_log_dirs,
+    kp.DESCRIBE_ACLS: describe_acls,
+    kp.CREATE_ACLS: create_acls,
+    kp.DELETE_ACLS: delete_acls,
 }

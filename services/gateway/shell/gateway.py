@@ -32,10 +32,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2, metadata_pb2
 from services.common import rpc, zk, znodes
+from services.common.acl import store as acl_store
 from services.common.controller_feed import ControllerFeed
 from services.common.metrics_core import RequestMetrics
 from services.common.telemetry import Telemetry
 from services.gateway.config import GatewayConfig
+from services.gateway.core import acl_admin
 from services.gateway.core import authorization as authz
 from services.gateway.core import log_dirs
 from services.gateway.core.metadata_cache import MetadataCache
@@ -115,7 +117,7 @@ class Gateway:
         self._refresh_next: asyncio.Future | None = None
         # (principal, client id) -> done once that client's request that waited for metadata
         # has been answered (its later requests queue behind it: _routed)
-        self._metadata_waits: dict[tuple[str, str], asyncio.Future] = {}
+        self._metadata_waits: dict[tuple[str, str, str], asyncio.Future] = {}
         self._background: set[asyncio.Task] = set()
         self.refreshes = 0
         self._groups = GroupRouter(self)   # group/offset APIs -> coordinators
@@ -340,6 +342,9 @@ class Gateway:
         h.update(self._groups.handlers())
         h[ApiKey.DESCRIBE_LOG_DIRS] = self._describe_log_dirs
         h[ApiKey.ALTER_REPLICA_LOG_DIRS] = self._alter_replica_log_dirs
+        h[ApiKey.DESCRIBE_ACLS] = self._describe_acls
+        h[ApiKey.CREATE_ACLS] = self._create_acls
+        h[ApiKey.DELETE_ACLS] = self._delete_acls
         # Every client API goes through the guard: throttled clients are held, throttle times
         # stamped. Authorization is inside each handler (parts of a request may be denied).
         return {api: self.guard.wrap(fn) for api, fn in h.items()}
@@ -554,8 +559,9 @@ class Gateway:
         denied = authz.denied_routed_topics(api, body, self.guard.may(req))   # never forwarded
         # One client's requests reach the leaders in the order they came (a producer's batches
         # carry consecutive sequence numbers): while one of them waits for metadata, that
-        # client's later ones wait until it has been answered instead of overtaking it.
-        client = (req.principal, req.header.client_id)
+        # client's later ones wait until it has been answered instead of overtaking it. (A
+        # Kafka client is its connection: their client ids are often the library's name.)
+        client = (req.principal, req.header.client_id, req.connection)
         ahead = self._metadata_waits.get(client)
         if ahead is not None:
             await asyncio.shield(ahead)
@@ -690,6 +696,47 @@ class Gateway:
         answers = await asyncio.gather(*(self._ask_node(n, req.api, per[n], timeout)
                                          for n in nodes))
         return rpc.Reply(log_dirs.merge_moves(per, dict(zip(nodes, answers)), failed))
+
+    # -- ACLs (Kafka's DescribeAcls / CreateAcls / DeleteAcls): the znodes `riverbed acls`
+    # writes, read and written here; every process watching them applies a change at once.
+    def _acl_cluster_check(self, req: rpc.Request) -> None:
+        why = authz.cluster_denied(req.api, self.guard.may(req))
+        if why is not None:
+            raise errors.ClusterAuthorizationFailedError(why)
+
+    async def _describe_acls(self, req: rpc.Request) -> rpc.Reply:
+        self._acl_cluster_check(req)
+        snapshot = await asyncio.to_thread(acl_store.read_acls, self._zk)
+        return rpc.Reply(acl_admin.describe(snapshot, req.body.filter))
+
+    async def _create_acls(self, req: rpc.Request) -> rpc.Reply:
+        self._acl_cluster_check(req)
+        plan = acl_admin.plan_create(req.body.creations)
+        await self._write_acls(req, "added", acl_store.add_acls, plan.adds, plan.response.results)
+        return rpc.Reply(plan.response)
+
+    async def _delete_acls(self, req: rpc.Request) -> rpc.Reply:
+        self._acl_cluster_check(req)
+        snapshot = await asyncio.to_thread(acl_store.read_acls, self._zk)
+        plan = acl_admin.plan_delete(snapshot, req.body.filters)
+        await self._write_acls(req, "removed", acl_store.remove_acls, plan.removes,
+                               plan.response.results)
+        return rpc.Reply(plan.response)
+
+    async def _write_acls(self, req: rpc.Request, what: str, write, changes, results) -> None:
+        """Each pattern's entries written with `write` (the store's add or remove); when that
+        fails, the results that asked for it (their indexes) say so."""
+        for pattern, (entries, indexes) in changes.items():
+            try:
+                await asyncio.to_thread(write, self._zk, pattern, entries)
+            except Exception as e:  # noqa: BLE001 - ZooKeeper failed: these results say so
+                self.log.warning("ACLs %s for %s failed: %r", what, pattern, e)
+                for i in indexes:
+                    results[i].error_code, results[i].error_message = (E.UNKNOWN_SERVER_ERROR,
+                                                                       f"ZooKeeper: {e}")
+            else:
+                self.log.info("ACLs %s for %s by %s: %d", what, pattern,
+                              self.guard.principal(req), len(entries))
 
     async def _admin(self, req: rpc.Request) -> rpc.Reply:
         api, body, may = req.api, req.body, self.guard.may(req)

@@ -57,6 +57,8 @@ async def call_as(channel: rpc.AsyncChannel, client_id: str, api: int, body, tim
 def _codes(api: int, body) -> set[int]:
     if api == ApiKey.DESCRIBE_GROUPS:
         return {g.error_code for g in body.groups}
+    if api == ApiKey.DELETE_GROUPS:
+        return {g.error_code for g in body.results}
     return txn_routing.response_codes(api, body)
 
 
@@ -166,6 +168,7 @@ class GroupRouter:
             h[api] = self._per_txn_id
         h[ApiKey.DESCRIBE_TRANSACTIONS] = self._describe_transactions
         h[ApiKey.LIST_TRANSACTIONS] = self._list_transactions
+        h[ApiKey.DELETE_GROUPS] = self._delete_groups
         return h
 
     def _timeout(self, req: rpc.Request) -> int:
@@ -183,8 +186,11 @@ class GroupRouter:
             n = self.gw.cache.partition_count(topic)
         return partition_for(group_id, n) if n else None
 
-    async def _call_owner(self, role: str, shard: int, req: rpc.Request, body, timeout_ms: int):
-        """The owner's response body, or (code, message) when there is none to ask or it failed."""
+    async def _call_owner(self, role: str, shard: int, req: rpc.Request, body, timeout_ms: int,
+                          api: int | None = None):
+        """The owner's response body, or (code, message) when there is none to ask or it failed.
+        `api`: the API to call (the client's, with its version, by default)."""
+        api = req.api if api is None else api
         for attempt in (0, 1):
             endpoint = self._owners[role].get(shard)
             if endpoint is None:
@@ -193,8 +199,8 @@ class GroupRouter:
                     continue
                 return E.COORDINATOR_NOT_AVAILABLE, f"no {role.replace('_', ' ')} owns shard {shard}"
             try:
-                resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
-                                     body, timeout_ms, req.header.api_version)
+                resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, api,
+                                     body, timeout_ms, req.header.api_version if api == req.api else 0)
             except errors.NotCoordinatorError as e:
                 result = (e.code, e.message)
             except errors.KafkaError as e:
@@ -202,7 +208,7 @@ class GroupRouter:
                     return E.COORDINATOR_NOT_AVAILABLE, f"{role} at {endpoint}: {e}"
                 return e.code, e.message or e.name
             else:
-                codes = _codes(req.api, resp.body)
+                codes = _codes(api, resp.body)
                 if not codes & REROUTE_CODES or attempt == 1:
                     return resp.body
                 result = (E.NOT_COORDINATOR, f"{role} at {endpoint} does not own shard {shard}")
@@ -272,6 +278,67 @@ class GroupRouter:
 
         await asyncio.gather(*(one(s, g) for s, g in by_shard.items()))
         return rpc.Reply(merge_described(list(req.body.groups), answers))
+
+    async def _delete_groups(self, req: rpc.Request) -> rpc.Reply:
+        """Kafka's DeleteGroups, per shard: the group coordinator deletes the groups that have no
+        members (their tombstones written), then the offset manager deletes their offsets
+        committed before the tombstones, and those of groups the coordinator did not know
+        (offsets only: standalone consumers'); see group.proto."""
+        timeout = self._timeout(req)
+        may = self.gw.guard.may(req)
+        results: dict[str, group_pb2.DeleteGroupsResult] = {}
+        by_shard: dict[int, list[str]] = {}
+        for gid in dict.fromkeys(req.body.group_ids):
+            if not gid:
+                results[gid] = group_pb2.DeleteGroupsResult(
+                    group_id=gid, error_code=E.INVALID_GROUP_ID, error_message="group id is empty")
+            elif not may(authz.O.DELETE, authz.GROUP, gid):
+                results[gid] = group_pb2.DeleteGroupsResult(
+                    group_id=gid, error_code=E.GROUP_AUTHORIZATION_FAILED,
+                    error_message=authz.denied_message("group", gid, authz.O.DELETE))
+            else:
+                shard = await self._shard(gid, timeout // 2)
+                if shard is None:
+                    results[gid] = group_pb2.DeleteGroupsResult(
+                        group_id=gid, error_code=E.COORDINATOR_NOT_AVAILABLE,
+                        error_message=f"{OFFSETS_TOPIC} does not exist yet")
+                else:
+                    by_shard.setdefault(shard, []).append(gid)
+
+        def failed(gids, code: int, msg: str) -> None:
+            for gid in gids:
+                results[gid] = group_pb2.DeleteGroupsResult(group_id=gid, error_code=code,
+                                                            error_message=msg)
+
+        async def one(shard: int, gids: list[str]) -> None:
+            first = await self._call_owner(GROUP_COORDINATOR, shard, req,
+                                           group_pb2.DeleteGroupsRequest(group_ids=gids), timeout)
+            if isinstance(first, tuple):
+                return failed(gids, *first)
+            tombstones = []
+            for r in first.results:
+                results[r.group_id] = r
+                if r.error_code == E.NONE or r.error_code == E.GROUP_ID_NOT_FOUND:
+                    tombstones.append(group_pb2.GroupTombstone(
+                        group_id=r.group_id,
+                        log_offset=r.tombstone_offset if r.error_code == E.NONE else -1))
+            if not tombstones:
+                return
+            second = await self._call_owner(OFFSET_MANAGER, shard, req,
+                                            group_pb2.DeleteGroupsRequest(tombstones=tombstones),
+                                            timeout)
+            if isinstance(second, tuple):
+                return failed([t.group_id for t in tombstones], *second)
+            for r in second.results:
+                results[r.group_id] = r
+
+        await asyncio.gather(*(one(s, g) for s, g in by_shard.items()))
+        resp = group_pb2.DeleteGroupsResponse()
+        for gid in dict.fromkeys(req.body.group_ids):
+            resp.results.add().CopyFrom(results.get(gid) or group_pb2.DeleteGroupsResult(
+                group_id=gid, error_code=E.COORDINATOR_NOT_AVAILABLE,
+                error_message="no coordinator answered for this group"))
+        return rpc.Reply(resp)
 
     async def _list_groups(self, req: rpc.Request) -> rpc.Reply:
         if not self._coordinators:

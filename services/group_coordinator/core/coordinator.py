@@ -81,9 +81,34 @@ def assignment_to_pb(tps) -> group_pb2.ConsumerAssignment:
         group_pb2.TopicPartitions(topic=t, partitions=ps) for t, ps in group_by_topic(tps)])
 
 
+EMPTY_SUBSCRIPTION = Subscription()
+
+
+def _coordinator_could_have_written(v: ot.GroupMetadataValue) -> bool:
+    """Whether a stored group record reads as one of this coordinator's own assignments (protocol
+    type "consumer", a strategy it knows, every member's bytes in the consumer protocol)."""
+    if v.protocol_type != CONSUMER_PROTOCOL_TYPE or (v.protocol and v.protocol not in ASSIGNORS):
+        return False
+    try:
+        for mm in v.members:
+            decode_subscription(mm.subscription)
+            decode_assignment(mm.assignment)
+    except ot.OffsetsTopicFormatError:
+        return False
+    return True
+
+
 @dataclass(slots=True)
 class _Shard:
     loaded: bool = False
+
+
+@dataclass(slots=True)
+class _DeleteRequest:
+    """A DeleteGroups waiting for its groups' tombstones."""
+    request_id: int
+    response: group_pb2.DeleteGroupsResponse
+    outstanding: int = 0
 
 
 class GroupCoordinatorCore:
@@ -185,8 +210,12 @@ class GroupCoordinatorCore:
             _invariant(g.state is not S.DEAD, "dead groups are removed")
             _invariant(g.state is not S.EMPTY or not g.members, f"empty group {gid} has members")
             completing = g.state is S.COMPLETING_REBALANCE
-            _invariant(not completing or g.pending_write is not None,
+            _invariant(not completing or g.pending_write is not None or g.client_assignment,
                        f"group {gid} completing without a write in flight")
+            _invariant(g.pending_assignment_data is None or g.pending_write is not None,
+                       f"group {gid}: the leader's assignment held without a write")
+            _invariant(not g.delete_waiters or (g.state is S.EMPTY and g.pending_write is not None),
+                       f"group {gid}: a delete waits without a tombstone in flight")
             if g.state is S.STABLE:
                 seen: set[TopicPartition] = set()
                 for m in g.members.values():
@@ -225,6 +254,9 @@ class GroupCoordinatorCore:
         heartbeat arriving now would get)."""
         for gid in [gid for gid, g in self.groups.items() if g.shard == shard]:
             g = self.groups.pop(gid)
+            for waiter in g.delete_waiters:
+                self._deleted(waiter, gid, E.NOT_COORDINATOR, "shard moved", -1, out)
+            g.delete_waiters = []
             for m in g.members.values():
                 self._answer_heartbeat(m, heartbeat_code, "shard moved", out)
                 if m.join_request is not None:
@@ -264,6 +296,8 @@ class GroupCoordinatorCore:
             out.append(Reply(ev.request_id, self._list(b)))
         elif isinstance(b, group_pb2.FindCoordinatorRequest):
             out.append(Reply(ev.request_id, self._find_coordinator(b)))
+        elif isinstance(b, group_pb2.DeleteGroupsRequest):
+            self._delete_groups(ev.request_id, b, out)
         else:
             raise TypeError(f"not a group request: {type(b).__name__}")
 
@@ -291,36 +325,63 @@ class GroupCoordinatorCore:
             return fail(E.INVALID_SESSION_TIMEOUT,
                         f"session.timeout.ms {req.session_timeout_ms} outside "
                         f"[{cfg.group_min_session_timeout_ms}, {cfg.group_max_session_timeout_ms}]")
-        if req.protocol_type != CONSUMER_PROTOCOL_TYPE or not req.protocols:
+        client = req.client_assignment
+        if not req.protocols or not req.protocol_type or (
+                not client and req.protocol_type != CONSUMER_PROTOCOL_TYPE):
             return fail(E.INCONSISTENT_GROUP_PROTOCOL,
-                        f"protocol type must be {CONSUMER_PROTOCOL_TYPE!r} with at least one protocol")
+                        "a protocol type and at least one protocol are needed"
+                        + ("" if client else f"; the type must be {CONSUMER_PROTOCOL_TYPE!r}"))
         protocols = []
-        for p in req.protocols:
-            if p.subscription.topic_pattern:
-                try:
-                    re.compile(p.subscription.topic_pattern)
-                except re.error as e:
-                    return fail(E.INVALID_REQUEST, f"bad topic pattern: {e}")
-            protocols.append((p.name, subscription_from_pb(p.subscription)))
-        names = {n for n, _ in protocols}
-        if not names & ASSIGNORS.keys():
-            return fail(E.INCONSISTENT_GROUP_PROTOCOL,
-                        f"no assignment strategy known here among {sorted(names)}; "
-                        f"known: {sorted(ASSIGNORS)}")
+        metadata: tuple[tuple[str, bytes], ...] = ()
+        if client:
+            # Kafka's classic protocol: the metadata is the client's business (opaque here).
+            metadata = tuple((p.name, bytes(p.metadata)) for p in req.protocols)
+            protocols = [(p.name, EMPTY_SUBSCRIPTION) for p in req.protocols]
+            names = {n for n, _ in protocols}
+            known = names
+        else:
+            for p in req.protocols:
+                if p.subscription.topic_pattern:
+                    try:
+                        re.compile(p.subscription.topic_pattern)
+                    except re.error as e:
+                        return fail(E.INVALID_REQUEST, f"bad topic pattern: {e}")
+                protocols.append((p.name, subscription_from_pb(p.subscription)))
+            names = {n for n, _ in protocols}
+            known = names & ASSIGNORS.keys()
+            if not known:
+                return fail(E.INCONSISTENT_GROUP_PROTOCOL,
+                            f"no assignment strategy known here among {sorted(names)}; "
+                            f"known: {sorted(ASSIGNORS)}")
         group = self.groups.get(req.group_id)
+        if group is not None and group.delete_waiters:
+            # Being deleted (Kafka's Dead group): the client finds the coordinator again and
+            # joins a new group once the tombstone is written.
+            return fail(E.COORDINATOR_NOT_AVAILABLE, "the group is being deleted")
         if group is None:
             if req.member_id:
                 return fail(E.UNKNOWN_MEMBER_ID, "unknown group")
             group = Group(req.group_id, ot.partition_for(req.group_id, cfg.offsets_topic_num_partitions),
-                          state_timestamp_ms=now_ms)
+                          state_timestamp_ms=now_ms, client_assignment=client)
             self.groups[req.group_id] = group
         if group.members:
+            if not group.assignment_mode_known:
+                group.client_assignment = client     # inferred at load: the members settle it
+            if group.client_assignment != client:
+                return fail(E.INCONSISTENT_GROUP_PROTOCOL,
+                            "this group's members are assigned by "
+                            + ("their leader (Kafka clients)" if group.client_assignment
+                               else "the coordinator (Riverbed SDK clients)")
+                            + "; a member cannot join it the other way")
             if group.protocol_type not in (None, req.protocol_type):
                 return fail(E.INCONSISTENT_GROUP_PROTOCOL, "protocol type differs from the group's")
             common = group.supported_protocols(exclude=req.member_id or None)
-            if common is not None and not (common & names & ASSIGNORS.keys()):
+            if common is not None and not (common & known):
                 return fail(E.INCONSISTENT_GROUP_PROTOCOL,
                             "no assignment strategy is supported by every member")
+        else:
+            group.client_assignment = client
+        group.assignment_mode_known = True
         rebalance_timeout = req.rebalance_timeout_ms if req.rebalance_timeout_ms > 0 else req.session_timeout_ms
         if not req.member_id:
             if len(group.members) >= cfg.group_max_size:
@@ -328,7 +389,8 @@ class GroupCoordinatorCore:
             member_id = f"{ev.client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
             member = Member(member_id, ev.client_id, req.client_host, req.session_timeout_ms,
                             rebalance_timeout, tuple(protocols), join_request=rid,
-                            heartbeat_deadline_ms=now_ms + req.session_timeout_ms)
+                            heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
+                            metadata=metadata)
             group.members[member_id] = member
             group.protocol_type = req.protocol_type
             log.info("[group=%s gen=%d] member %s joins", group.group_id, group.generation_id, member_id)
@@ -339,17 +401,31 @@ class GroupCoordinatorCore:
         member = group.members.get(req.member_id)
         if member is None:
             return fail(E.UNKNOWN_MEMBER_ID, f"member {req.member_id} is not in the group")
-        changed = member.protocols != tuple(protocols)
+        changed = member.protocols != tuple(protocols) or member.metadata != metadata
         if member.join_request is not None:
             out.append(Reply(member.join_request,
                              self._join_error(E.REBALANCE_IN_PROGRESS, "superseded by a newer join",
                                               member.member_id)))
         member.protocols = tuple(protocols)
+        member.metadata = metadata
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout
         member.client_host = req.client_host or member.client_host
         member.heartbeat_deadline_ms = now_ms + req.session_timeout_ms
         member.join_request = rid
+        if group.client_assignment:
+            # Kafka: a follower rejoining unchanged gets the current generation back; its leader
+            # rejoining (its subscriptions' metadata changed: it must assign again) or a changed
+            # member rebalances.
+            unchanged_follower = not changed and member.member_id != group.leader_id
+            if unchanged_follower and group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+                member.join_request = None
+                out.append(Reply(rid, self._join_response(group, member)))
+                return
+            if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+                self._prepare_rebalance(group, now_ms, out)
+            self._maybe_complete_join(group, now_ms, out)
+            return
         if group.state is S.STABLE and not changed:
             member.join_request = None           # same subscription: answer the generation now
             out.append(Reply(rid, self._join_response(group, member)))
@@ -364,6 +440,14 @@ class GroupCoordinatorCore:
             protocol_name=group.protocol or "", leader=group.leader_id or "", member_id=member.member_id)
         if member.member_id == group.leader_id and group.protocol:
             for m in group.members.values():
+                if group.client_assignment:
+                    data = m.raw_metadata(group.protocol)
+                    if data is None:
+                        continue
+                    resp.members.append(group_pb2.JoinGroupMember(
+                        member_id=m.member_id, metadata=data, client_id=m.client_id,
+                        client_host=m.client_host))
+                    continue
                 try:
                     sub = m.subscription(group.protocol)
                 except KeyError:
@@ -374,6 +458,10 @@ class GroupCoordinatorCore:
         return resp
 
     def _sync_response(self, group: Group, member: Member) -> group_pb2.SyncGroupResponse:
+        if group.client_assignment:
+            return group_pb2.SyncGroupResponse(
+                error_code=E.NONE, protocol_type=group.protocol_type or "",
+                protocol_name=group.protocol or "", assignment_data=member.assignment_data)
         return group_pb2.SyncGroupResponse(
             error_code=E.NONE, protocol_type=group.protocol_type or "", protocol_name=group.protocol or "",
             assignment=assignment_to_pb(member.assignment))
@@ -402,6 +490,12 @@ class GroupCoordinatorCore:
             return
         assert group is not None and member is not None
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        if (req.protocol_type and req.protocol_type != group.protocol_type) or (
+                req.protocol_name and group.protocol and req.protocol_name != group.protocol):
+            out.append(Reply(rid, self._sync_error(
+                E.INCONSISTENT_GROUP_PROTOCOL,
+                f"the group's protocol is {group.protocol_type}/{group.protocol}")))
+            return
         if group.state is S.PREPARING_REBALANCE:
             out.append(Reply(rid, self._sync_error(E.REBALANCE_IN_PROGRESS, "the group is rebalancing")))
         elif group.state is S.COMPLETING_REBALANCE:
@@ -412,6 +506,17 @@ class GroupCoordinatorCore:
                 out.append(Reply(member.sync_request,
                                  self._sync_error(E.REBALANCE_IN_PROGRESS, "superseded by a newer sync")))
             member.sync_request = rid                   # answered when the generation is written
+            if (group.client_assignment and member.member_id == group.leader_id
+                    and group.pending_write is None):
+                # The leader's assignments: written with the generation, then every sync answered.
+                assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
+                group.pending_assignment_data = {
+                    mid: assignments.get(mid, b"") for mid in group.members}
+                group.rebalance_after_write = False
+                value = self._group_value(group, {})
+                group.pending_write = self._write(group, "generation", value, out)
+                log.info("[group=%s gen=%d] the leader's assignment for %d members", group.group_id,
+                         group.generation_id, len(group.members))
         else:
             out.append(Reply(rid, self._sync_response(group, member)))
 
@@ -429,6 +534,9 @@ class GroupCoordinatorCore:
         if err:
             return answer(*err)
         assert group is not None and member is not None
+        if group.state is S.COMPLETING_REBALANCE and group.client_assignment:
+            # Kafka: members may heartbeat between their join answer and their sync answer.
+            return answer(E.NONE)
         if group.state in (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
             return answer(E.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin")
         wait_ms = min(req.max_wait_ms, member.session_timeout_ms // HEARTBEAT_WAIT_SESSION_DIVISOR)
@@ -478,9 +586,49 @@ class GroupCoordinatorCore:
             for m in g.members.values():
                 dm = d.members.add(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
                                    assignment=assignment_to_pb(m.assignment))
+                if g.client_assignment:
+                    dm.member_metadata = (m.raw_metadata(g.protocol) or b"") if g.protocol else b""
+                    dm.member_assignment = m.assignment_data
+                    continue
+                dm.member_assignment = encode_assignment(Assignment(m.assignment))
                 if g.protocol and g.protocol in m.protocol_names():
-                    dm.subscription.CopyFrom(subscription_to_pb(m.subscription(g.protocol)))
+                    sub = m.subscription(g.protocol)
+                    dm.subscription.CopyFrom(subscription_to_pb(sub))
+                    dm.member_metadata = encode_subscription(sub)
         return resp
+
+    def _delete_groups(self, rid: int, req: group_pb2.DeleteGroupsRequest, out: list[Effect]) -> None:
+        """Kafka's DeleteGroups: an Empty group's tombstone is written, then it is gone (the
+        gateway then has the offset manager delete its offsets up to the tombstone)."""
+        pending = _DeleteRequest(rid, group_pb2.DeleteGroupsResponse())
+        for gid in dict.fromkeys(req.group_ids):
+            r = pending.response.results.add(group_id=gid, tombstone_offset=-1)
+            err = self._shard_error(gid)
+            g = self.groups.get(gid) if err is None else None
+            if err is None and g is None:
+                err = E.GROUP_ID_NOT_FOUND, f"group {gid!r} does not exist"
+            elif err is None and g.state is not S.EMPTY:
+                err = E.NON_EMPTY_GROUP, f"group {gid!r} has members ({g.state.value})"
+            if err is not None:
+                r.error_code, r.error_message = err
+                continue
+            assert g is not None
+            if g.pending_write is None:
+                g.pending_write = self._write(g, "tombstone", None, out)
+            g.delete_waiters.append((pending, r))     # (or wait for the expiry's tombstone)
+            pending.outstanding += 1
+        if pending.outstanding == 0:
+            out.append(Reply(rid, pending.response))
+
+    @staticmethod
+    def _deleted(waiter, group_id: str, code: int, msg: str, log_offset: int,
+                 out: list[Effect]) -> None:
+        pending, r = waiter
+        r.error_code, r.error_message = code, msg
+        r.tombstone_offset = log_offset if code == E.NONE else -1
+        pending.outstanding -= 1
+        if pending.outstanding == 0:
+            out.append(Reply(pending.request_id, pending.response))
 
     def _list(self, req: group_pb2.ListGroupsRequest) -> group_pb2.ListGroupsResponse:
         resp = group_pb2.ListGroupsResponse()
@@ -511,9 +659,19 @@ class GroupCoordinatorCore:
     # ------------------------------------------------------------------ rebalancing
 
     def _prepare_rebalance(self, group: Group, now_ms: int, out: list[Effect]) -> None:
-        if group.state is S.COMPLETING_REBALANCE:
+        if group.state is S.COMPLETING_REBALANCE and group.pending_write is not None:
             group.rebalance_after_write = True       # after the generation in flight is written
             return
+        if group.state is S.COMPLETING_REBALANCE:
+            # Client assignment, the leader's assignment not in yet (Kafka's
+            # resetAndPropagateAssignmentError): the members waiting in SyncGroup rejoin.
+            for m in group.members.values():
+                if m.sync_request is not None:
+                    out.append(Reply(m.sync_request, self._sync_error(
+                        E.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin")))
+                    m.sync_request = None
+                    # it was kept alive while it waited: its session runs from now (Kafka)
+                    m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
         if group.state is S.PREPARING_REBALANCE:
             return
         was_empty = group.state is S.EMPTY
@@ -564,6 +722,8 @@ class GroupCoordinatorCore:
         out: set[TopicPartition] = set()
         if group.protocol is None:
             return out
+        if group.client_assignment:
+            raise AssertionError("the leader assigns a client-assigned group's partitions")
         for m in group.members.values():
             try:
                 sub = m.subscription(group.protocol)
@@ -574,7 +734,9 @@ class GroupCoordinatorCore:
         return out
 
     def _select_protocol(self, group: Group) -> str:
-        candidates = (group.supported_protocols() or set()) & ASSIGNORS.keys()
+        candidates = group.supported_protocols() or set()
+        if not group.client_assignment:
+            candidates &= ASSIGNORS.keys()
         _invariant(bool(candidates), f"group {group.group_id}: members share no protocol")
         votes: dict[str, int] = {}
         for m in group.members.values():
@@ -601,6 +763,23 @@ class GroupCoordinatorCore:
         group.protocol = self._select_protocol(group)
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
+        if group.client_assignment:
+            # Kafka: the joins are answered now (the leader gets every member's metadata); the
+            # generation is written once the leader's SyncGroup brings the assignments.
+            group.transition(S.COMPLETING_REBALANCE, now_ms)
+            group.pending_assignment_data = None
+            group.rebalance_after_write = False
+            for m in group.members.values():
+                m.assignment = ()
+                m.assignment_data = b""
+                if m.join_request is not None:
+                    out.append(Reply(m.join_request, self._join_response(group, m)))
+                    m.join_request = None
+                m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+            log.info("[group=%s gen=%d] join complete: %d members, protocol %s/%s, leader %s",
+                     group.group_id, group.generation_id, len(group.members),
+                     group.protocol_type, group.protocol, group.leader_id)
+            return
         subs: dict[str, Subscription] = {}
         for mid, m in group.members.items():
             sub = m.subscription(group.protocol)
@@ -618,7 +797,13 @@ class GroupCoordinatorCore:
 
     def _group_value(self, group: Group, assignment: dict[str, tuple[TopicPartition, ...]]) -> bytes:
         members = []
-        if group.protocol is not None:
+        if group.protocol is not None and group.client_assignment:
+            data = group.pending_assignment_data or {}
+            for mid, m in group.members.items():
+                members.append(ot.MemberMetadata(
+                    mid, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms,
+                    m.raw_metadata(group.protocol) or b"", data.get(mid, b"")))
+        elif group.protocol is not None:
             for mid, m in group.members.items():
                 members.append(ot.MemberMetadata(
                     mid, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms,
@@ -643,9 +828,27 @@ class GroupCoordinatorCore:
         group.protocol = v.protocol
         group.leader_id = v.leader
         group.state_timestamp_ms = v.current_state_timestamp_ms
+        if not live:
+            # Which way this group is assigned is not in Kafka's record: a group whose record the
+            # coordinator's assignors could have written is taken as coordinator-assigned until
+            # its next join says (harmless either way meanwhile: its members keep their
+            # assignments; a coordinator-assigned one also rebalances on topic changes).
+            group.client_assignment = not _coordinator_could_have_written(v)
+            group.assignment_mode_known = not v.members
         for mm in v.members:
-            assignment = decode_assignment(mm.assignment).partitions
             m = group.members.get(mm.member_id)
+            if group.client_assignment:
+                if m is None:
+                    if live:
+                        continue
+                    m = Member(mm.member_id, mm.client_id, mm.client_host, mm.session_timeout_ms,
+                               mm.rebalance_timeout_ms, ((v.protocol or "", EMPTY_SUBSCRIPTION),),
+                               metadata=((v.protocol or "", mm.subscription),))
+                    group.members[mm.member_id] = m
+                m.assignment = ()
+                m.assignment_data = mm.assignment
+                continue
+            assignment = decode_assignment(mm.assignment).partitions
             if m is None:
                 if live:
                     continue                  # it left while the write was in flight
@@ -667,12 +870,23 @@ class GroupCoordinatorCore:
             return                               # an Empty-state write nobody waits for
         group.pending_write = None
         if pw.kind == "tombstone":
+            waiters, group.delete_waiters = group.delete_waiters, []
             if ev.error_code == E.NONE and group.state is S.EMPTY:
                 group.transition(S.DEAD, now_ms)
                 del self.groups[group.group_id]
-                log.info("[group=%s] expired", group.group_id)
+                log.info("[group=%s] %s", group.group_id, "deleted" if waiters else "expired")
+                code, msg = E.NONE, ""
+            else:
+                code = ot.coordinator_error_for_append(ev.error_code) if ev.error_code else E.NON_EMPTY_GROUP
+                msg = "could not write the group's tombstone" if ev.error_code else "the group has members"
+            for waiter in waiters:
+                self._deleted(waiter, group.group_id, code, msg, ev.base_offset, out)
             return
-        in_record = set(group.pending_assignment or ())
+        if group.client_assignment:
+            in_record = set(group.pending_assignment_data or ())
+            group.pending_assignment_data = None
+        else:
+            in_record = set(group.pending_assignment or ())
         group.pending_assignment = None
         if ev.error_code == E.NONE:
             assert pw.value is not None
@@ -699,7 +913,8 @@ class GroupCoordinatorCore:
                 group.rebalance_after_write = False
                 self._prepare_rebalance(group, now_ms, out)
                 self._maybe_complete_join(group, now_ms, out)
-            elif self._expected_partitions(group) != {tp for m in group.members.values() for tp in m.assignment}:
+            elif not group.client_assignment and self._expected_partitions(group) != {
+                    tp for m in group.members.values() for tp in m.assignment}:
                 self._prepare_rebalance(group, now_ms, out)
             return
         code = ot.coordinator_error_for_append(ev.error_code)
@@ -723,8 +938,8 @@ class GroupCoordinatorCore:
     def _on_metadata(self, ev: TopicMetadataChanged, now_ms: int, out: list[Effect]) -> None:
         self.topics = dict(ev.partition_counts)
         for group in list(self.groups.values()):
-            if not self._loaded(group.shard):
-                continue
+            if not self._loaded(group.shard) or group.client_assignment:
+                continue                 # a client-assigned group's leader watches metadata
             if group.state is S.STABLE:
                 assigned = {tp for m in group.members.values() for tp in m.assignment}
                 if assigned != self._expected_partitions(group):

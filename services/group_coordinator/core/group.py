@@ -23,6 +23,11 @@ class Member:
     # ends: answered NONE then, REBALANCE_IN_PROGRESS as soon as the group leaves Stable.
     heartbeat_request: int | None = None
     heartbeat_answer_ms: int | None = None
+    # Client assignment (Kafka's classic protocol): each protocol's metadata as the client sent
+    # it (`protocols` then holds empty subscriptions), and the leader's assignment for this
+    # member in the current generation.
+    metadata: tuple[tuple[str, bytes], ...] = ()
+    assignment_data: bytes = b""
 
     def protocol_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.protocols)
@@ -32,6 +37,13 @@ class Member:
             if name == protocol:
                 return sub
         raise KeyError(protocol)
+
+    def raw_metadata(self, protocol: str) -> bytes | None:
+        """The metadata bytes the client sent for `protocol` (client assignment), else None."""
+        for name, data in self.metadata:
+            if name == protocol:
+                return data
+        return None
 
 
 @dataclass(slots=True)
@@ -61,6 +73,18 @@ class Group:
     rebalance_after_write: bool = False
     log_offset: int = -1                  # of the last group-metadata record applied
     rebalance_started_ms: int | None = None   # entered PreparingRebalance (for the metrics)
+    # How members are assigned (group.proto): False = by this coordinator (the SDK's), True = by
+    # the group's leader (Kafka's classic protocol). Set by the first member; after a shard load
+    # it is inferred from the stored record (`assignment_mode_known` False) and the next join
+    # settles it.
+    client_assignment: bool = False
+    assignment_mode_known: bool = True
+    # Client assignment: the leader's assignments (member id -> bytes) of the generation in
+    # CompletingRebalance, from its SyncGroup, being written.
+    pending_assignment_data: dict[str, bytes] | None = None
+    # DeleteGroups (and expiry) in flight: the group's tombstone is being written; joins get
+    # COORDINATOR_NOT_AVAILABLE meanwhile (Kafka's Dead group), the deletes wait for it.
+    delete_waiters: list = field(default_factory=list)
 
     def transition(self, dst: GroupState, now_ms: int) -> None:
         check_transition(self.state, dst)

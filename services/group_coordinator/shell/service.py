@@ -37,7 +37,8 @@ JOIN_METADATA_WAIT_MS = 2000
 
 class GroupCoordinatorService(ShardedService):
     apis = (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
-            ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.FIND_COORDINATOR)
+            ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.FIND_COORDINATOR,
+            ApiKey.DELETE_GROUPS)
     tick_s = TICK_S
 
     def __init__(self, config: GroupCoordinatorConfig, rng: random.Random | None = None):

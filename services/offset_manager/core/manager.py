@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from riverbed._proto.v1 import offset_pb2, transaction_pb2
+from riverbed._proto.v1 import group_pb2, offset_pb2, transaction_pb2
 from riverbed.coordinator import offsets_topic as ot
 from riverbed.errors import ErrorCode as E
 from services.offset_manager.config import OffsetManagerConfig
@@ -280,6 +280,8 @@ class OffsetManagerCore:
             self._delete(ev.request_id, b, out)
         elif isinstance(b, transaction_pb2.TxnOffsetCommitRequest):
             self._txn_commit(ev.request_id, b, now_ms, out)
+        elif isinstance(b, group_pb2.DeleteGroupsRequest):
+            self._delete_groups(ev.request_id, b, out)
         else:
             raise TypeError(f"not an offset request: {type(b).__name__}")
 
@@ -433,6 +435,50 @@ class OffsetManagerCore:
         if not records:
             out.append(Reply(rid, resp))
             return
+        pw.records = tuple(records)
+        self._append(pw, out)
+
+    def _delete_groups(self, rid: int, req: group_pb2.DeleteGroupsRequest, out: list[Effect]) -> None:
+        """DeleteGroups' second step (the gateway's, after the group coordinator's): each
+        group's offsets committed before its tombstone are deleted (all of them for a group the
+        coordinator did not know, log_offset -1: GROUP_ID_NOT_FOUND when it had none either)."""
+        resp = group_pb2.DeleteGroupsResponse()
+        if len({self._shard_of(t.group_id) for t in req.tombstones}) > 1:
+            resp.error_code, resp.error_message = E.INVALID_REQUEST, "groups of several shards"
+            for t in req.tombstones:
+                resp.results.add(group_id=t.group_id, tombstone_offset=t.log_offset,
+                                 error_code=resp.error_code, error_message=resp.error_message)
+            out.append(Reply(rid, resp))
+            return
+        shard = -1
+        pw = _PendingWrite(shard, (), rid, "delete", resp)
+        records = []
+        for t in req.tombstones:
+            r = resp.results.add(group_id=t.group_id, tombstone_offset=t.log_offset)
+            err = self._shard_error(t.group_id)
+            m = self.groups.get(t.group_id)
+            if err is None and t.log_offset < 0 and m is not None and m.member_ids:
+                err = (E.NON_EMPTY_GROUP, "the group has members")
+            if err is not None:
+                r.error_code, r.error_message = err
+                continue
+            cache = self.offsets.get(t.group_id, {})
+            # Commits after the tombstone (a new group of the same name) are kept; one applied
+            # without a known offset counts as older.
+            doomed = sorted(tp for tp, c in cache.items()
+                            if t.log_offset < 0 or c.log_offset < t.log_offset)
+            if not doomed and t.log_offset < 0:
+                r.error_code, r.error_message = E.GROUP_ID_NOT_FOUND, f"group {t.group_id!r} does not exist"
+                continue
+            shard = self._shard_of(t.group_id)
+            for topic, p in doomed:
+                records.append((ot.encode_key(ot.OffsetCommitKey(t.group_id, topic, p)), None))
+                pw.slots.append(r)
+                pw.keys.append((t.group_id, (topic, p)))
+        if not records:
+            out.append(Reply(rid, resp))
+            return
+        pw.shard = shard
         pw.records = tuple(records)
         self._append(pw, out)
 

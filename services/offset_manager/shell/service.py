@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 
 class OffsetManagerService(ShardedService):
     apis = (ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.OFFSET_DELETE,
-            ApiKey.TXN_OFFSET_COMMIT)
+            ApiKey.TXN_OFFSET_COMMIT,
+            ApiKey.DELETE_GROUPS)   # DeleteGroups: the offsets of groups the coordinator deleted
     tick_s = TICK_S
 
     def __init__(self, config: OffsetManagerConfig):

@@ -52,7 +52,7 @@ class Following:
             self.fetchers[key] = f
 
     def apply_replicated(self, tp, sent_epoch: int, sent_offset: int, leader_id: int, data,
-                         leader_hw: int) -> None:
+                         leader_hw: int, leader_log_start: int = -1) -> None:
         r = self.core.get(tp)
         if r is None or r.role is not Role.FOLLOWER or r.leader != leader_id \
                 or r.leader_epoch != sent_epoch or r.log_end_offset != sent_offset:
@@ -69,6 +69,14 @@ class Following:
                 self.fail_log_dir(log_dir, e, f"a replicated append to {tp[0]}-{tp[1]}")
                 return
         moved = self.core.on_follower_appended(tp, log_access.log_end_offset(plog), leader_hw)
+        if leader_log_start > log_access.log_start_offset(plog):
+            # The leader's log start moved (DeleteRecords, retention): ours follows (Kafka's
+            # maybeIncrementLogStartOffset), up to what we have.
+            try:
+                plog.delete_records_before(min(leader_log_start, log_access.log_end_offset(plog)))
+            except OSError as e:
+                self.fail_log_dir(log_dir, e, f"moving the log start of {tp[0]}-{tp[1]}")
+                return
         self._partition_changed(tp, moved)
 
     def truncate_on_divergence(self, tp, sent_epoch: int, sent_offset: int, leader_id: int,

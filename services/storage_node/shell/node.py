@@ -26,7 +26,13 @@ import time
 from opentelemetry import trace
 
 from riverbed import errors
-from riverbed._proto.v1 import controller_pb2, list_offsets_pb2, produce_pb2, transaction_pb2
+from riverbed._proto.v1 import (
+    controller_pb2,
+    delete_records_pb2,
+    list_offsets_pb2,
+    produce_pb2,
+    transaction_pb2,
+)
 from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.framing import Request
@@ -171,6 +177,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
             ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offset_for_leader_epoch,
             ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
             ApiKey.STOP_REPLICA: self.handle_stop_replica,
@@ -185,8 +192,10 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                                 metrics=self.request_metrics if cfg.metrics_port >= 0 else None,
                                 # clients reach the log-dir APIs only through a gateway, which
                                 # checks their ACLs (Describe / Alter on the cluster)
+                                # (DELETE_RECORDS too: Delete on the topic, checked there)
                                 cluster_action_apis=frozenset({ApiKey.DESCRIBE_LOG_DIRS,
                                                                ApiKey.ALTER_REPLICA_LOG_DIRS,
+                                                               ApiKey.DELETE_RECORDS,
                                                                # transaction coordinators only
                                                                ApiKey.WRITE_TXN_MARKERS}))
         self.telemetry = Telemetry("storage_node", cfg.broker_id, host=cfg.host_name,
@@ -540,6 +549,45 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
                         if body.replica_id < 0 and off >= visible:
                             continue
                         out.timestamp, out.offset = ts, off
+        return Reply(resp)
+
+    async def handle_delete_records(self, req: Request) -> Reply:
+        """Kafka's DeleteRecords on the leader: the log start offset moves up to the offset
+        asked (-1: the high watermark), never past the high watermark (OFFSET_OUT_OF_RANGE).
+        Followers follow when their next fetch answer carries the new log start offset (Kafka
+        also waits for them before answering; here the leader's move is the answer)."""
+        body: delete_records_pb2.DeleteRecordsRequest = req.body
+        resp = delete_records_pb2.DeleteRecordsResponse()
+        for t in body.topics:
+            rt = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                tp = (t.name, p.partition)
+                out = rt.partitions.add(partition=p.partition, low_watermark=-1)
+                r = self.core.get(tp)
+                plog = self.logs.get(tp) if r is not None else None
+                if r is None or plog is None:
+                    out.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                if r.role is not Role.LEADER:
+                    out.error_code = NOT_LEADER_FOR_PARTITION
+                    continue
+                offset = r.high_watermark if p.offset == -1 else p.offset
+                if offset < 0 or offset > r.high_watermark:
+                    out.error_code = OFFSET_OUT_OF_RANGE
+                    out.error_message = (f"offset {p.offset}: records can be deleted up to the "
+                                         f"high watermark {r.high_watermark}")
+                    continue
+                try:
+                    out.low_watermark = plog.delete_records_before(offset)
+                except errors.KafkaError as e:
+                    out.error_code, out.error_message = e.code, e.message or e.name
+                    continue
+                except OSError as e:     # writing the epoch checkpoint
+                    self.fail_log_dir(self._dir_of(tp), e, f"deleting records of {t.name}-{p.partition}")
+                    out.error_code = KAFKA_STORAGE_ERROR
+                    continue
+                log.info("[%s-%d] records before %d deleted (DeleteRecords); log start offset %d",
+                         t.name, p.partition, offset, out.low_watermark)
         return Reply(resp)
 
     async def handle_offset_for_leader_epoch(self, req: Request) -> Reply:

@@ -61,7 +61,7 @@ class FollowerNode(Protocol):
     replica_fetch_stats: dict     # full / incremental fetches, partitions named, session errors
 
     def apply_replicated(self, tp, sent_epoch: int, sent_offset: int, leader_id: int, data,
-                         leader_hw: int) -> None: ...
+                         leader_hw: int, leader_log_start: int = -1) -> None: ...
 
     def truncate_on_divergence(self, tp, sent_epoch: int, sent_offset: int, leader_id: int,
                                div_epoch: int, div_end_offset: int) -> None: ...
@@ -256,7 +256,8 @@ class ReplicaFetcher:
                                                      p.diverging_epoch, p.diverging_end_offset)
                     continue
                 self.node.apply_replicated(tp, sent[tp][0], sent[tp][1], self.leader_id,
-                                           getattr(payload, "buffer", payload), p.high_watermark)
+                                           getattr(payload, "buffer", payload), p.high_watermark,
+                                           p.log_start_offset)
 
     def _delayed_still_followed(self) -> bool:
         """Whether a delayed partition is still this fetcher's (else forget them all)."""

@@ -26,6 +26,7 @@ from riverbed.wire.apis import APIS
 from services.common.config import ConfigError
 from services.gateway.config import GatewayConfig
 from services.gateway.kafka import brokers as bk
+from services.gateway.kafka import fast
 from services.gateway.kafka import protocol as kp
 from services.gateway.kafka import translate as tr
 from services.gateway.kafka.brokers import KafkaBroker
@@ -139,6 +140,11 @@ def riverbed_answer(call: tr.Call) -> tr.Outcome:
     return tr.Outcome(body=resp)
 
 
+def as_kio(req: kp.KafkaRequest, response: typing.Any) -> typing.Any:
+    """The response as kio reads it from the wire (Produce and Fetch answers are bytes)."""
+    return decode_response(req.api_key, req.api_version, kp.encode_response(1, response))[1]
+
+
 def run(step: tr.Step, answer) -> typing.Any:
     calls = []
     while isinstance(step, tr.Plan):
@@ -168,7 +174,9 @@ def test_every_served_version_decodes_translates_and_answers(api_key, version):
             assert api_key == kp.PRODUCE and body.acks == 0
             continue
         corr, decoded = decode_response(api_key, version, kp.encode_response(7, response))
-        assert corr == 7 and type(decoded) is type(response)
+        # (Produce and Fetch answers are encoded by fast.py: kio reads them whole above)
+        assert corr == 7 and (type(decoded) is type(response)
+                              or isinstance(response, fast.EncodedResponse))
 
 
 def test_api_versions_lists_produce_from_v0_and_answers_unknown_versions_with_v0():
@@ -243,7 +251,7 @@ def test_produce_forwards_batches_untouched_and_answers_bad_partitions_itself():
     t.partitions.add(partition=0, base_offset=10, log_append_time_ms=-1, log_start_offset=0)
     t.partitions.add(partition=3, error_code=ErrorCode.not_leader_or_follower.value,
                      base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
-    resp = step.finish([tr.Outcome(body=answer)]).response
+    resp = as_kio(req, step.finish([tr.Outcome(body=answer)]).response)
     parts = resp.responses[0].partition_responses
     assert [(p.index, p.error_code, p.base_offset) for p in parts] == [
         (0, ErrorCode.none, 10), (1, ErrorCode.corrupt_message, -1),
@@ -257,8 +265,8 @@ def test_produce_acks_0_has_no_answer_and_transactions_are_refused_locally():
     assert response is None and len(calls) == 1
     req = kp.decode_request(encode_request(produce_request(-1, [BATCH], transactional_id="tx")))
     response, calls = run(tr.plan(req, VIEW), riverbed_answer)
-    assert calls == [] and response.responses[0].partition_responses[0].error_code == \
-        ErrorCode.invalid_request
+    assert calls == [] and as_kio(req, response).responses[0].partition_responses[0].error_code \
+        == ErrorCode.invalid_request
 
 
 def fetch_request(session_id=0, session_epoch=-1):
@@ -287,7 +295,7 @@ def test_fetch_is_sessionless_and_passes_segment_bytes_as_records():
     t.partitions.add(partition=1, error_code=ErrorCode.fenced_leader_epoch.value,
                      high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
     resp = step.finish([tr.Outcome(body=answer, payloads=[memoryview(b"segment-bytes"), b""])])
-    resp = resp.response
+    resp = as_kio(req, resp.response)
     assert resp.session_id == 0 and resp.error_code == ErrorCode.none     # no session made
     p0, p1 = resp.responses[0].partitions
     assert (p0.records, p0.high_watermark, p0.last_stable_offset) == (b"segment-bytes", 9, 9)
@@ -322,6 +330,28 @@ def test_metadata_names_gateways_as_leaders_spread_evenly():
     req = kp.decode_request(encode_request(m1(topics=())))   # v1+: empty = no topics
     response, calls = run(tr.plan(req, VIEW), riverbed_answer)
     assert calls[0].api == tr.R.DESCRIBE_CLUSTER and response.topics == ()
+
+
+def test_encoded_metadata_is_reused_while_what_it_is_made_of_is_the_same():
+    cache = tr.EncodedCache(max_entries=2)
+    view = dataclasses.replace(VIEW, encoded=cache)
+    m12 = load_request_schema(kp.METADATA, 12)
+    req = kp.decode_request(encode_request(m12(topics=None, allow_auto_topic_creation=False,
+                                               include_topic_authorized_operations=False)))
+    first, _ = run(tr.plan(req, view), riverbed_answer)
+    again, _ = run(tr.plan(req, view), riverbed_answer)
+    assert again is first and (cache.hits, cache.misses) == (1, 1)
+    assert as_kio(req, first) == run(tr.plan(req, VIEW), riverbed_answer)[0]   # what kio writes
+
+    def moved(call):                                # a leader moved: a new answer is encoded
+        o = riverbed_answer(call)
+        o.body.topics[0].partitions[0].leader_epoch = 4
+        return o
+    third, _ = run(tr.plan(req, view), moved)
+    assert third is not first and as_kio(req, third).topics[0].partitions[0].leader_epoch == 4
+    other = dataclasses.replace(view, brokers=VIEW.brokers[:2])   # a gateway left: new answer
+    assert run(tr.plan(req, other), riverbed_answer)[0] is not first
+    assert len(cache._entries) == 2                 # bounded: least recently used evicted
 
 
 def test_placement_is_even_stable_and_the_same_everywhere():

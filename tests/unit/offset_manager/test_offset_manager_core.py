@@ -358,3 +358,48 @@ def test_txn_commit_with_group_metadata_is_checked_like_a_commit():
     assert out[0].body.topics[0].partitions[0].error_code == E.UNKNOWN_MEMBER_ID
     (reply,) = h.ack(txn_commit(h, 1, generation=3, member="m1")[1])
     assert reply.body.topics[0].partitions[0].error_code == E.NONE
+
+
+def _delete_groups(*tombstones):
+    from riverbed._proto.v1 import group_pb2 as g
+    return g.DeleteGroupsRequest(tombstones=[g.GroupTombstone(group_id=gid, log_offset=off)
+                                             for gid, off in tombstones])
+
+
+def test_delete_groups_deletes_the_offsets_committed_before_the_groups_tombstone():
+    h = Harness()
+    h.ack(h.send(commit({("t", 0): 1, ("t", 1): 2}))[1])
+    h.group_record(1, [])
+    tombstone_at = len(h.log)                  # the coordinator's tombstone would be here
+    h.log.append((0, b"", None))
+    h.ack(h.send(commit({("u", 0): 9}))[1])    # a commit after it (a new group of that name)
+    rid, out = h.send(_delete_groups((GID, tombstone_at)))
+    (w,) = [e for e in out if isinstance(e, AppendRecords)]
+    assert all(v is None for _, v in w.records) and len(w.records) == 2
+    (r,) = reply(h.ack(out), rid).results
+    assert r.error_code == E.NONE
+    assert fetch(h)[1] == {("u", 0): (9, "")}
+
+
+def test_delete_groups_of_a_group_the_coordinator_did_not_know():
+    h = Harness()
+    rid, out = h.send(_delete_groups((GID, -1)))
+    assert reply(out, rid).results[0].error_code == E.GROUP_ID_NOT_FOUND
+    h.ack(h.send(commit({("t", 0): 1}))[1])    # a standalone consumer's commits only
+    rid, out = h.send(_delete_groups((GID, -1)))
+    assert reply(h.ack(out), rid).results[0].error_code == E.NONE
+    assert fetch(h)[1] == {}
+    # a failed write deletes nothing and says so
+    h.ack(h.send(commit({("t", 0): 1}))[1])
+    rid, out = h.send(_delete_groups((GID, -1)))
+    assert reply(h.ack(out, E.NOT_ENOUGH_REPLICAS), rid).results[0].error_code != E.NONE
+    assert fetch(h)[1] == {("t", 0): (1, "")}
+
+
+def test_delete_groups_of_several_shards_is_refused_whole():
+    h = Harness(shards=(0, 1), num_partitions=2)
+    a, b = "a", "b"
+    from riverbed.coordinator.offsets_topic import partition_for
+    assert partition_for(a, 2) != partition_for(b, 2)
+    rid, out = h.send(_delete_groups((a, -1), (b, -1)))
+    assert {r.error_code for r in reply(out, rid).results} == {E.INVALID_REQUEST}

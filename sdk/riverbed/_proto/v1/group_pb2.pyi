@@ -9,11 +9,18 @@ offsets.topic.num.partitions (Kafka's partitionFor), i.e. one partition of __con
 The group coordinator instance that owns the shard answers; others say NOT_COORDINATOR, and
 while the shard loads COORDINATOR_LOAD_IN_PROGRESS.
 
-Riverbed difference from Kafka: the COORDINATOR computes the assignment with the strategy the
-group chose (range, roundrobin, sticky), when the join phase completes. The JoinGroup/SyncGroup
-flow keeps Kafka's shape, but SyncGroup carries no assignments from the leader: it returns the
-member's part of the assignment the coordinator computed. JoinGroup is answered only after the
-new generation is durable in __consumer_offsets.
+Two ways to assign, chosen by a group's first member (JoinGroupRequest.client_assignment):
+- coordinator assignment (v0, the SDK's): the COORDINATOR computes the assignment with the
+  strategy the group chose (range, roundrobin, sticky, cooperative-sticky) when the join phase
+  completes; SyncGroup carries no assignments from the leader and returns the member's part of
+  the coordinator's. JoinGroup is answered only after the new generation is durable in
+  __consumer_offsets.
+- client assignment (v1, Kafka's classic protocol; Kafka clients through a gateway's Kafka
+  listener): the coordinator is protocol-agnostic. Any protocol type; the protocol is the one
+  every member supports that most members prefer; the leader's JoinGroup answer carries every
+  member's metadata bytes, the leader's SyncGroup carries the assignments (opaque bytes), and
+  the generation is written to __consumer_offsets with them before any SyncGroup is answered.
+A member asking the other way than its group's members gets INCONSISTENT_GROUP_PROTOCOL.
 """
 
 from collections import abc as _abc
@@ -233,21 +240,25 @@ class JoinGroupProtocol(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """"range", "roundrobin", "sticky" """
+    metadata: _builtins.bytes
+    """v1, client assignment: the metadata as the client sent it"""
     @_builtins.property
     def subscription(self) -> Global___ConsumerSubscription:
-        """the protocol metadata"""
+        """the protocol metadata (coordinator assignment)"""
 
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         subscription: Global___ConsumerSubscription | None = ...,
+        metadata: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["subscription", b"subscription"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "subscription", b"subscription"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "name", b"name", "subscription", b"subscription"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -266,6 +277,7 @@ class JoinGroupRequest(_message.Message):
     PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
     PROTOCOLS_FIELD_NUMBER: _builtins.int
     CLIENT_HOST_FIELD_NUMBER: _builtins.int
+    CLIENT_ASSIGNMENT_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
     session_timeout_ms: _builtins.int
     """within group.min/max.session.timeout.ms"""
@@ -277,6 +289,10 @@ class JoinGroupRequest(_message.Message):
     """"consumer" (the only type Riverbed's coordinator assigns)"""
     client_host: _builtins.str
     """the client's address, filled in by the gateway"""
+    client_assignment: _builtins.bool
+    """v1: the group's leader assigns (Kafka's classic protocol, see above): any protocol_type,
+    protocols' `metadata` bytes instead of `subscription`. Only with api_version 1.
+    """
     @_builtins.property
     def protocols(self) -> _containers.RepeatedCompositeFieldContainer[Global___JoinGroupProtocol]: ...
     def __init__(
@@ -289,10 +305,11 @@ class JoinGroupRequest(_message.Message):
         protocol_type: _builtins.str = ...,
         protocols: _abc.Iterable[Global___JoinGroupProtocol] | None = ...,
         client_host: _builtins.str = ...,
+        client_assignment: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_host", b"client_host", "group_id", b"group_id", "member_id", b"member_id", "protocol_type", b"protocol_type", "protocols", b"protocols", "rebalance_timeout_ms", b"rebalance_timeout_ms", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_assignment", b"client_assignment", "client_host", b"client_host", "group_id", b"group_id", "member_id", b"member_id", "protocol_type", b"protocol_type", "protocols", b"protocols", "rebalance_timeout_ms", b"rebalance_timeout_ms", "session_timeout_ms", b"session_timeout_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -306,12 +323,15 @@ class JoinGroupMember(_message.Message):
     SUBSCRIPTION_FIELD_NUMBER: _builtins.int
     CLIENT_ID_FIELD_NUMBER: _builtins.int
     CLIENT_HOST_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     client_id: _builtins.str
     client_host: _builtins.str
+    metadata: _builtins.bytes
+    """v1, client assignment: its metadata for the chosen protocol"""
     @_builtins.property
     def subscription(self) -> Global___ConsumerSubscription:
-        """under the chosen protocol"""
+        """under the chosen protocol (coordinator assignment)"""
 
     def __init__(
         self,
@@ -320,10 +340,11 @@ class JoinGroupMember(_message.Message):
         subscription: Global___ConsumerSubscription | None = ...,
         client_id: _builtins.str = ...,
         client_host: _builtins.str = ...,
+        metadata: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["subscription", b"subscription"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_host", b"client_host", "client_id", b"client_id", "member_id", b"member_id", "subscription", b"subscription"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_host", b"client_host", "client_id", b"client_id", "member_id", b"member_id", "metadata", b"metadata", "subscription", b"subscription"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -377,27 +398,69 @@ class JoinGroupResponse(_message.Message):
 Global___JoinGroupResponse: _TypeAlias = JoinGroupResponse  # noqa: Y015
 
 @_typing.final
-class SyncGroupRequest(_message.Message):
-    """SYNC_GROUP v0: fetch this member's assignment for the generation."""
+class SyncGroupAssignment(_message.Message):
+    """SYNC_GROUP v0: fetch this member's assignment for the generation. v1 (client assignment):
+    the leader's request carries every member's assignment; the others' carry none and wait
+    until the leader's is written.
+    """
 
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MEMBER_ID_FIELD_NUMBER: _builtins.int
+    ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    member_id: _builtins.str
+    assignment: _builtins.bytes
+    """opaque to the coordinator"""
+    def __init__(
+        self,
+        *,
+        member_id: _builtins.str = ...,
+        assignment: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "member_id", b"member_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SyncGroupAssignment: _TypeAlias = SyncGroupAssignment  # noqa: Y015
+
+@_typing.final
+class SyncGroupRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     GROUP_ID_FIELD_NUMBER: _builtins.int
     GENERATION_ID_FIELD_NUMBER: _builtins.int
     MEMBER_ID_FIELD_NUMBER: _builtins.int
+    ASSIGNMENTS_FIELD_NUMBER: _builtins.int
+    PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
+    PROTOCOL_NAME_FIELD_NUMBER: _builtins.int
     group_id: _builtins.str
     generation_id: _builtins.int
     member_id: _builtins.str
+    protocol_type: _builtins.str
+    """v1: when set, must be the group's (INCONSISTENT_GROUP_PROTOCOL)"""
+    protocol_name: _builtins.str
+    """v1: when set, must be the group's (INCONSISTENT_GROUP_PROTOCOL)"""
+    @_builtins.property
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___SyncGroupAssignment]:
+        """v1, client assignment: from the leader, each member's assignment (a member left out gets
+        empty bytes, as in Kafka); ignored from other members and in coordinator-assigned groups.
+        """
+
     def __init__(
         self,
         *,
         group_id: _builtins.str = ...,
         generation_id: _builtins.int = ...,
         member_id: _builtins.str = ...,
+        assignments: _abc.Iterable[Global___SyncGroupAssignment] | None = ...,
+        protocol_type: _builtins.str = ...,
+        protocol_name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation_id", b"generation_id", "group_id", b"group_id", "member_id", b"member_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments", "generation_id", b"generation_id", "group_id", b"group_id", "member_id", b"member_id", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -412,13 +475,16 @@ class SyncGroupResponse(_message.Message):
     PROTOCOL_TYPE_FIELD_NUMBER: _builtins.int
     PROTOCOL_NAME_FIELD_NUMBER: _builtins.int
     ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    ASSIGNMENT_DATA_FIELD_NUMBER: _builtins.int
     error_code: _errors_pb2.ErrorCode.ValueType
     error_message: _builtins.str
     protocol_type: _builtins.str
     protocol_name: _builtins.str
+    assignment_data: _builtins.bytes
+    """v1, client assignment: the leader's bytes for this member"""
     @_builtins.property
     def assignment(self) -> Global___ConsumerAssignment:
-        """this member's partitions for the generation"""
+        """this member's partitions (coordinator assignment)"""
 
     def __init__(
         self,
@@ -428,10 +494,11 @@ class SyncGroupResponse(_message.Message):
         protocol_type: _builtins.str = ...,
         protocol_name: _builtins.str = ...,
         assignment: Global___ConsumerAssignment | None = ...,
+        assignment_data: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "error_code", b"error_code", "error_message", b"error_message", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "assignment_data", b"assignment_data", "error_code", b"error_code", "error_message", b"error_message", "protocol_name", b"protocol_name", "protocol_type", b"protocol_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -575,9 +642,17 @@ class DescribedGroupMember(_message.Message):
     CLIENT_HOST_FIELD_NUMBER: _builtins.int
     SUBSCRIPTION_FIELD_NUMBER: _builtins.int
     ASSIGNMENT_FIELD_NUMBER: _builtins.int
+    MEMBER_METADATA_FIELD_NUMBER: _builtins.int
+    MEMBER_ASSIGNMENT_FIELD_NUMBER: _builtins.int
     member_id: _builtins.str
     client_id: _builtins.str
     client_host: _builtins.str
+    member_metadata: _builtins.bytes
+    """Kafka's bytes (DescribeGroups' member_metadata / member_assignment): a client-assigned
+    group's as its members sent them; a coordinator-assigned group's in Kafka's consumer
+    protocol encoding. Empty from coordinators that predate them.
+    """
+    member_assignment: _builtins.bytes
     @_builtins.property
     def subscription(self) -> Global___ConsumerSubscription:
         """under the chosen protocol"""
@@ -594,10 +669,12 @@ class DescribedGroupMember(_message.Message):
         client_host: _builtins.str = ...,
         subscription: Global___ConsumerSubscription | None = ...,
         assignment: Global___ConsumerAssignment | None = ...,
+        member_metadata: _builtins.bytes = ...,
+        member_assignment: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "subscription", b"subscription"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "client_host", b"client_host", "client_id", b"client_id", "member_id", b"member_id", "subscription", b"subscription"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignment", b"assignment", "client_host", b"client_host", "client_id", b"client_id", "member_assignment", b"member_assignment", "member_id", b"member_id", "member_metadata", b"member_metadata", "subscription", b"subscription"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -745,3 +822,118 @@ class ListGroupsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListGroupsResponse: _TypeAlias = ListGroupsResponse  # noqa: Y015
+
+@_typing.final
+class GroupTombstone(_message.Message):
+    """DELETE_GROUPS v0 (Kafka's DeleteGroups, 42): a group with no members is deleted with its
+    committed offsets. The gateway asks the group coordinator first (per group: NONE and the
+    tombstone's offset once the group's tombstone is written; NON_EMPTY_GROUP while it has members;
+    GROUP_ID_NOT_FOUND when it has no group metadata), then the offset manager with `tombstones`
+    for the groups deleted and unknown ones: it deletes each group's offsets committed before its
+    tombstone (all of them for an unknown group: GROUP_ID_NOT_FOUND when there were none).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    LOG_OFFSET_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    log_offset: _builtins.int
+    """the group tombstone's offset in __consumer_offsets; -1 = none"""
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        log_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_id", b"group_id", "log_offset", b"log_offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GroupTombstone: _TypeAlias = GroupTombstone  # noqa: Y015
+
+@_typing.final
+class DeleteGroupsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_IDS_FIELD_NUMBER: _builtins.int
+    TOMBSTONES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def group_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """to the group coordinator"""
+
+    @_builtins.property
+    def tombstones(self) -> _containers.RepeatedCompositeFieldContainer[Global___GroupTombstone]:
+        """to the offset manager"""
+
+    def __init__(
+        self,
+        *,
+        group_ids: _abc.Iterable[_builtins.str] | None = ...,
+        tombstones: _abc.Iterable[Global___GroupTombstone] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["group_ids", b"group_ids", "tombstones", b"tombstones"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGroupsRequest: _TypeAlias = DeleteGroupsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteGroupsResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUP_ID_FIELD_NUMBER: _builtins.int
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    TOMBSTONE_OFFSET_FIELD_NUMBER: _builtins.int
+    group_id: _builtins.str
+    error_code: _errors_pb2.ErrorCode.ValueType
+    error_message: _builtins.str
+    tombstone_offset: _builtins.int
+    """from the group coordinator: where its tombstone is (-1: none)"""
+    def __init__(
+        self,
+        *,
+        group_id: _builtins.str = ...,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        tombstone_offset: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "group_id", b"group_id", "tombstone_offset", b"tombstone_offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGroupsResult: _TypeAlias = DeleteGroupsResult  # noqa: Y015
+
+@_typing.final
+class DeleteGroupsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERROR_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_MESSAGE_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    error_code: _errors_pb2.ErrorCode.ValueType
+    """whole-request errors (NOT_COORDINATOR...) also per group"""
+    error_message: _builtins.str
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeleteGroupsResult]: ...
+    def __init__(
+        self,
+        *,
+        error_code: _errors_pb2.ErrorCode.ValueType = ...,
+        error_message: _builtins.str = ...,
+        results: _abc.Iterable[Global___DeleteGroupsResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error_code", b"error_code", "error_message", b"error_message", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGroupsResponse: _TypeAlias = DeleteGroupsResponse  # noqa: Y015

@@ -88,6 +88,18 @@ class _ApiKeyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiKey.ValueTy
     """client -> gateway -> transaction coordinators (KIP-664)"""
     LIST_TRANSACTIONS: _ApiKey.ValueType  # 66
     """client -> gateway -> every transaction coordinator (KIP-664)"""
+    DELETE_GROUPS: _ApiKey.ValueType  # 42
+    """Kafka's number where Riverbed's is free; Kafka's number + 100 where it is taken here.
+    Kafka's DeleteGroups (42): group coordinator, then offset manager
+    """
+    DELETE_RECORDS: _ApiKey.ValueType  # 121
+    """Kafka's DeleteRecords (21): raise partitions' log start offsets"""
+    DESCRIBE_ACLS: _ApiKey.ValueType  # 129
+    """Kafka's DescribeAcls (29): answered by a gateway from ZooKeeper"""
+    CREATE_ACLS: _ApiKey.ValueType  # 130
+    """Kafka's CreateAcls (30): written by a gateway to ZooKeeper"""
+    DELETE_ACLS: _ApiKey.ValueType  # 131
+    """Kafka's DeleteAcls (31): written by a gateway to ZooKeeper"""
 
 class ApiKey(_ApiKey, metaclass=_ApiKeyEnumTypeWrapper):
     """Numbers are Riverbed's (zero means unset); names are Kafka's."""
@@ -150,6 +162,18 @@ DESCRIBE_TRANSACTIONS: ApiKey.ValueType  # 65
 """client -> gateway -> transaction coordinators (KIP-664)"""
 LIST_TRANSACTIONS: ApiKey.ValueType  # 66
 """client -> gateway -> every transaction coordinator (KIP-664)"""
+DELETE_GROUPS: ApiKey.ValueType  # 42
+"""Kafka's number where Riverbed's is free; Kafka's number + 100 where it is taken here.
+Kafka's DeleteGroups (42): group coordinator, then offset manager
+"""
+DELETE_RECORDS: ApiKey.ValueType  # 121
+"""Kafka's DeleteRecords (21): raise partitions' log start offsets"""
+DESCRIBE_ACLS: ApiKey.ValueType  # 129
+"""Kafka's DescribeAcls (29): answered by a gateway from ZooKeeper"""
+CREATE_ACLS: ApiKey.ValueType  # 130
+"""Kafka's CreateAcls (30): written by a gateway to ZooKeeper"""
+DELETE_ACLS: ApiKey.ValueType  # 131
+"""Kafka's DeleteAcls (31): written by a gateway to ZooKeeper"""
 Global___ApiKey: _TypeAlias = ApiKey  # noqa: Y015
 
 @_typing.final
