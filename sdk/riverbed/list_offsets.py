@@ -24,7 +24,8 @@ def list_offsets(conn: GatewayConnection, want: dict[TopicPartition, int], *,
                  retry_backoff_ms: int = 100,
                  sleep: Callable[[float], None] = time.sleep) -> dict[TopicPartition, Any]:
     """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff): tp ->
-    offset, or (offset, timestamp) with_timestamps (-1 offset: no record that late)."""
+    offset, or (offset, timestamp, leader epoch or None) with_timestamps (-1 offset: no record
+    that late)."""
     out: dict[TopicPartition, Any] = {}
     deadline = _now_ms() + request_timeout_ms
     todo = dict(want)
@@ -45,7 +46,9 @@ def list_offsets(conn: GatewayConnection, want: dict[TopicPartition, int], *,
                 if tp not in todo:
                     continue
                 if p.error_code == 0:
-                    out[tp] = (p.offset, p.timestamp) if with_timestamps else p.offset
+                    out[tp] = ((p.offset, p.timestamp,
+                                p.leader_epoch if p.leader_epoch >= 0 else None)
+                               if with_timestamps else p.offset)
                     del todo[tp]
                     continue
                 err = errors.for_code(p.error_code, p.error_message, topic=tp.topic,
