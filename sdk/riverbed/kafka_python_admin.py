@@ -270,8 +270,8 @@ class KafkaAdminClient:
                 try:
                     one = self._admin.create_topics([nt], timeout_ms, validate_only)
                     results[nt.name] = (one.get(nt.name), None)
-                except errors.KafkaError as err:
-                    results[nt.name] = (None, err)
+                except errors.KafkaError as e:
+                    results[nt.name] = (None, e)
         if wait_for_metadata:
             self.wait_for_topics([nt.name for nt in wanted])
         topics = []
@@ -334,22 +334,25 @@ class KafkaAdminClient:
             try:
                 self._admin.delete_topics([n], timeout_ms)
                 results[n] = None
-            except errors.KafkaError as err:
-                results[n] = err
+            except errors.KafkaError as e:
+                results[n] = e
         if raise_errors:
             first = next((e for e in results.values() if e is not None), None)
             if first is not None:
                 raise first
-        return {"topics": [{"name": None if isinstance(t, uuid.UUID) else t,
-                            "topic_id": t if isinstance(t, uuid.UUID) else None,
-                            "error_code": results[t].code if results[t] else 0,
-                            "error_message": (results[t].message or None) if results[t] else None}
-                           for t in topics]}
+        out = []
+        for t in topics:
+            err = results[t]
+            out.append({"name": None if isinstance(t, uuid.UUID) else t,
+                        "topic_id": t if isinstance(t, uuid.UUID) else None,
+                        "error_code": err.code if err else 0,
+                        "error_message": (err.message or None) if err else None})
+        return {"topics": out}
 
     # -- configs -------------------------------------------------------------------------------
     @staticmethod
     def _resource_type(r: ConfigResource) -> ConfigResourceType:
-        return ConfigResourceType(r.resource_type)
+        return ConfigResourceType(r.resource_type)  # type: ignore[arg-type]  # normalised
 
     def _configs(self, r: ConfigResource) -> dict[str, dict[str, Any]]:
         """A resource's configs as kafka-python 3.0 describes them (all of them), {} for one
@@ -445,7 +448,8 @@ class KafkaAdminClient:
                 raise TypeError("alter_configs requires configs as a dict of {key: (op, value)} "
                                 "or {key: value} (interpreted as SET)")
             ops: dict[str, tuple[int, Any]] = {}
-            for key, v in (r.configs or {}).items():
+            configs: Mapping[str, Any] = r.configs or {}  # type: ignore[assignment]
+            for key, v in configs.items():
                 op, value = v if isinstance(v, tuple) else (AlterConfigOp.SET, v)
                 op = AlterConfigOp.build_from(op)
                 if incremental is False and op is not AlterConfigOp.SET:
@@ -570,7 +574,8 @@ class KafkaAdminClient:
                 out[tp] = errors.NoReassignmentInProgressError
                 continue
             try:
-                self._admin.alter_partition_reassignments({tuple(tp): list(replicas)})
+                self._admin.alter_partition_reassignments(
+                    {(tp.topic, tp.partition): list(replicas)})
                 out[tp] = None
             except errors.KafkaError as e:
                 out[tp] = type(e)
@@ -666,12 +671,10 @@ class KafkaAdminClient:
         """Per storage node: {'broker': id, 'log_dirs': [{error_code, log_dir, topics: [{name,
         partitions: [{partition_index, partition_size, offset_lag, is_future_key}]}],
         total_bytes, usable_bytes}]}."""
+        wanted: set[tuple[str, int]] | None = None
+        topics = None if topic_partitions is None else list(topic_partitions)
         if isinstance(topic_partitions, Mapping):
             wanted = {(t, p) for t, ps in topic_partitions.items() for p in ps}
-            topics = list(topic_partitions)
-        else:
-            wanted = None
-            topics = None if topic_partitions is None else list(topic_partitions)
         out = []
         for node in self._admin.describe_log_dirs(brokers, topics):
             dirs = []
@@ -698,7 +701,8 @@ class KafkaAdminClient:
         for tpr, path in replica_assignments.items():
             tpr = TopicPartitionReplica(*tpr)
             try:
-                self._admin.alter_replica_log_dirs({tuple(tpr): path})
+                self._admin.alter_replica_log_dirs(
+                    {(tpr.topic, tpr.partition, tpr.broker_id): path})
                 out[tpr] = errors.NoError
             except errors.KafkaError as e:
                 out[tpr] = type(e)
@@ -785,10 +789,8 @@ class KafkaAdminClient:
         when the group has members)."""
         if not offsets:
             return {}
-        oms = {TopicPartition(*tp): OffsetAndMetadata(
-            om.offset, om.metadata, -1 if om.leader_epoch is None else om.leader_epoch)
-            if isinstance(om, tuple) else om for tp, om in offsets.items()}
-        req = offsets_to_commit_request(group_id, -1, "", normalize_offsets(oms))
+        oms = normalize_offsets(offsets)
+        req = offsets_to_commit_request(group_id, -1, "", oms)
         try:
             resp = self._admin._group_call(ApiKey.OFFSET_COMMIT, req)
         except errors.KafkaError as e:      # the whole request: every partition

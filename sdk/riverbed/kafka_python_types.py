@@ -42,7 +42,7 @@ class EnumHelper:
 
     @classmethod
     def value_for(cls, val: Any) -> Any:
-        return cls.build_from(val).value  # type: ignore[attr-defined]
+        return cls.build_from(val).value  # type: ignore[attr-defined,misc]
 
 
 class OffsetSpec(EnumHelper, enum.IntEnum):

@@ -598,8 +598,9 @@ class KafkaProducer(Producer):
     timestamp_ms), serializers called for None keys and values too (kafka-python's way: a
     Serializer may turn None into bytes), and its constructor check: it waits up to
     `bootstrap_timeout_ms` (30000; kafka-python 2.x's `api_version_auto_timeout_ms` is taken
-    too) for a bootstrap address to answer and raises `riverbed.errors.NoBrokersAvailable` (a `KafkaTimeoutError`, what
-    kafka-python 3.0 raises), naming each address and why, when none does. kafka-python's
+    too) for a bootstrap address to answer and raises `riverbed.errors.NoBrokersAvailable` (a
+    `KafkaTimeoutError`, what kafka-python 3.0 raises), naming each address and why, when none
+    does. kafka-python's
     settings for Kafka connections, TLS, SASL and metrics reporters (`api_version`, `ssl_*`,
     `sasl_*`, ...) are accepted and ignored (riverbed.kafka_python_types). `Producer` itself
     connects lazily: an unreachable cluster is reported by the first `send()`."""

@@ -4,8 +4,9 @@ Import it as `riverbed.admin.Admin` (or `riverbed.Admin`). kafka-python 3.0's Ka
 is a facade over it (riverbed.kafka_python_admin); this module never imports that one.
 
 Every call is synchronous over one gateway (which forwards topic admin to the active
-controller). Per-topic errors raise the matching riverbed.errors class naming the topic;
-retriable ones (NOT_CONTROLLER during a controller move, timeouts) are retried with a
+controller). Per-topic errors raise the matching riverbed.errors class naming the topic (the
+first one; UNKNOWN_TOPIC_OR_PARTITION for a topic that is not there too); retriable errors of
+a whole request (NOT_CONTROLLER during a controller move, timeouts) are retried with a
 metadata refresh and backoff until request_timeout_ms.
 """
 from __future__ import annotations
