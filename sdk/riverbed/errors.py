@@ -69,6 +69,8 @@ class NoError(BrokerResponseError):
 
 
 _BY_CODE: dict[int, type[KafkaError]] = {}
+# codes whose class came from _kafka_error (no errors.proto name when it was made)
+_KAFKA_PYTHON_ONLY: set[int] = set()
 
 
 def _error_class(cls_name: str, code: int, name: str, retriable: bool, refresh: bool,
@@ -90,23 +92,35 @@ def _error_class(cls_name: str, code: int, name: str, retriable: bool, refresh: 
     return cls
 
 
+def _register(cls: type[KafkaError]) -> type[KafkaError]:
+    """A code of errors.proto takes over from a _kafka_error class of the same code made
+    before it (so that the module's name, rebound below, and for_code() agree)."""
+    if cls.code in _KAFKA_PYTHON_ONLY:
+        _KAFKA_PYTHON_ONLY.discard(cls.code)
+        _BY_CODE[cls.code] = cls
+    return cls
+
+
 def _error(name: str, *, retriable: bool = False, refresh: bool = False,
            cls_name: str | None = None) -> type[KafkaError]:
     """The class for a code of errors.proto; its __name__ is kafka-python's class name (given
     where it is not the code's name in CamelCase + "Error")."""
     code = errors_pb2.ErrorCode.Value(name)
     cls_name = cls_name or "".join(part.capitalize() for part in name.lower().split("_")) + "Error"
-    return _error_class(cls_name, code, name, retriable, refresh, f"Kafka error {code} {name}.")
+    return _register(_error_class(cls_name, code, name, retriable, refresh,
+                                  f"Kafka error {code} {name}."))
 
 
 def _kafka_error(cls_name: str, code: int, name: str, *, retriable: bool = False,
                  refresh: bool = False) -> type[KafkaError]:
     """A Kafka error code that Riverbed's services do not answer with (yet), under
     kafka-python's class name, so that kafka-python programs can import and catch it and
-    for_code() knows it. A code already defined above keeps its class (this is an alias then)."""
+    for_code() knows it. A code already defined above keeps its class (this is an alias then);
+    one defined with _error() later takes over."""
     existing = _BY_CODE.get(code)
     if existing is not None:
         return existing
+    _KAFKA_PYTHON_ONLY.add(code)
     return _error_class(cls_name, code, name, retriable, refresh,
                         f"Kafka error {code} {name} (kafka-python's {cls_name}).")
 

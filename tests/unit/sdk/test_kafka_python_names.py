@@ -94,6 +94,18 @@ def test_kafka_python_error_hierarchy():
     assert isinstance(errors.for_code(44), errors.PolicyViolationError)
 
 
+def test_a_proto_code_defined_after_the_kafka_python_table_takes_over(monkeypatch):
+    """Merging a branch that adds a code to errors.proto (and `X = _error("X")` anywhere in
+    errors.py) keeps the module's name and for_code() on one class."""
+    monkeypatch.setattr(errors, "_BY_CODE", dict(errors._BY_CODE))
+    monkeypatch.setattr(errors, "_KAFKA_PYTHON_ONLY", set(errors._KAFKA_PYTHON_ONLY))
+    early = errors._kafka_error("PolicyViolationError", 9044, "POLICY_VIOLATION")
+    assert errors._kafka_error("Again", 9044, "POLICY_VIOLATION") is early
+    later = errors._register(errors._error_class("PolicyViolationError", 9044,
+                                                 "POLICY_VIOLATION", False, False, ""))
+    assert errors.error_class(9044) is later is not early
+
+
 def test_kafka_python_error_names_map_to_the_same_codes():
     known = set(errors.ErrorCode.values())
     checked = 0
