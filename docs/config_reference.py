@@ -116,14 +116,24 @@ def _default(value: object) -> str:
 
 
 # kafka-python's constructors' own settings (riverbed.KafkaProducer, KafkaConsumer,
-# KafkaAdminClient): not settings of Producer, Consumer or Admin
+# KafkaAdminClient, after kafka-python 3.0): not settings of Producer, Consumer or Admin
 KAFKA_PYTHON = {
-    "api_version_auto_timeout_ms": ("2000", "kafka-python's: the constructor waits this long for "
-                                    "a bootstrap address to answer and raises "
-                                    "`NoBrokersAvailable` when none does"),
-    "api_version": ("`None`", "kafka-python's: given (any value; Riverbed has one protocol "
-                    "version), the constructor does not check for a cluster"),
+    "bootstrap_timeout_ms": ("30000", "kafka-python 3.0's: the constructor waits this long for "
+                             "a bootstrap address to answer and raises `KafkaTimeoutError` "
+                             "(also a `NoBrokersAvailable`) when none does"),
+    "api_version_auto_timeout_ms": ("—", "kafka-python 2.x's name of `bootstrap_timeout_ms` "
+                                    "(taken instead of it)"),
+    "api_version": ("`None`", "kafka-python's: taken and ignored (Riverbed has one protocol "
+                    "version)"),
+    "`ssl_*`, `sasl_*`, `reconnect_backoff_ms`, `connections_max_idle_ms`, ...":
+        ("—", "kafka-python's settings for Kafka's TCP connections, TLS, SASL, proxies and "
+         "metric reporters: taken and ignored (riverbed.kafka_python_types); "
+         "`security_protocol='PLAINTEXT'` means as the environment says"),
 }
+# kafka-python 3.0's defaults where they are not the Riverbed client's
+KAFKA_PYTHON_DEFAULTS = [("KafkaProducer", "acks", "'all'", "1"),
+                         ("KafkaProducer", "retries", "2147483647 (unbounded)", "3"),
+                         ("KafkaConsumer", "session_timeout_ms", "45000", "10000")]
 
 
 def render_clients() -> str:
@@ -145,10 +155,17 @@ def render_clients() -> str:
                          f"{_default(default)} | {meaning} |")
         lines.append("")
     lines += ["## kafka-python's names", "",
-              "`KafkaProducer`, `KafkaConsumer` and `KafkaAdminClient` take every setting of "
-              "`Producer`, `Consumer` and `Admin`, and two more:", "",
+              "`KafkaProducer` and `KafkaConsumer` take every setting of `Producer` and "
+              "`Consumer`; `KafkaAdminClient` takes kafka-python 3.0's admin settings "
+              "(`client_id`, `request_timeout_ms`, `retry_backoff_ms` and the security ones "
+              "mean what they mean for `Admin`). All three also take:", "",
               "| setting | default | meaning |", "|---|---|---|"]
-    lines += [f"| `{k}` | {d} | {m} |" for k, (d, m) in KAFKA_PYTHON.items()]
+    lines += [f"| {k if k.startswith('`') else '`' + k + '`'} | {d} | {m} |"
+              for k, (d, m) in KAFKA_PYTHON.items()]
+    lines += ["", "and have kafka-python 3.0's defaults where they differ from Riverbed's "
+              "clients':", "", "| client | setting | kafka-python 3.0 | Riverbed's client |",
+              "|---|---|---|---|"]
+    lines += [f"| `{c}` | `{k}` | `{d}` | `{r}` |" for c, k, d, r in KAFKA_PYTHON_DEFAULTS]
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,7 @@ from riverbed.wire.apis import api_name
 
 __all__ = ["ClusterMetadata", "GatewayConnection", "DEFAULT_BOOTSTRAP", "default_bootstrap",
            "normalize_bootstrap", "resolve_bootstrap", "BOOTSTRAP_ENV", "require_gateway",
-           "API_VERSION_AUTO_TIMEOUT_MS"]
+           "API_VERSION_AUTO_TIMEOUT_MS", "BOOTSTRAP_TIMEOUT_MS", "bootstrap_timeout"]
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,29 @@ DEFAULT_BOOTSTRAP = "tcp://127.0.0.1:9092"
 BOOTSTRAP_ENV = "RIVERBED_BOOTSTRAP"
 
 Bootstrap = str | Sequence[str]
-# kafka-python's api_version_auto_timeout_ms default: how long its clients' constructors wait for
-# a bootstrap address to answer before raising NoBrokersAvailable.
+# kafka-python 2.x's api_version_auto_timeout_ms default: how long its clients' constructors
+# waited for a bootstrap address to answer before raising NoBrokersAvailable.
 API_VERSION_AUTO_TIMEOUT_MS = 2000
+# kafka-python 3.0's bootstrap_timeout_ms default (its rename of the above): how long the
+# kafka-python clients' constructors wait before raising KafkaTimeoutError.
+BOOTSTRAP_TIMEOUT_MS = 30000
+
+
+def bootstrap_timeout(configs: dict, default_ms: int = BOOTSTRAP_TIMEOUT_MS) -> tuple[int, str]:
+    """The kafka-python clients' constructor check: (timeout ms, the setting's name) from
+    `bootstrap_timeout_ms` (kafka-python 3.0) or its 2.x name `api_version_auto_timeout_ms`,
+    popped from `configs`; both given is a KafkaConfigurationError, a value <= 0 too."""
+    new = configs.pop("bootstrap_timeout_ms", None)
+    old = configs.pop("api_version_auto_timeout_ms", None)
+    if new is not None and old is not None:
+        raise errors.KafkaConfigurationError(
+            "bootstrap_timeout_ms and its kafka-python 2.x name api_version_auto_timeout_ms "
+            "both given: give one")
+    name = "api_version_auto_timeout_ms" if old is not None else "bootstrap_timeout_ms"
+    value = old if old is not None else new if new is not None else default_ms
+    if value <= 0:
+        raise errors.KafkaConfigurationError(f"{name}={value}: must be > 0")
+    return int(value), name
 
 
 def default_bootstrap() -> list[str]:
@@ -282,10 +302,12 @@ class GatewayConnection:
                 self._channel = None
 
 
-def require_gateway(conn: GatewayConnection, timeout_ms: int) -> None:
+def require_gateway(conn: GatewayConnection, timeout_ms: int,
+                    setting: str = "bootstrap_timeout_ms") -> None:
     """kafka-python's constructor check: return once some bootstrap endpoint of `conn` answers
     (a DESCRIBE_CLUSTER, which every gateway answers from its cache, to anyone), else raise
-    NoBrokersAvailable naming each endpoint and why, after at most `timeout_ms` in all.
+    NoBrokersAvailable (a KafkaTimeoutError) naming each endpoint and why, after at most
+    `timeout_ms` in all (`setting` names where that came from, for the message).
 
     Probes on channels of its own (same endpoints, client id and channel factory: the same CURVE
     keys), closed before returning, so `conn` stays with the thread that owns it. An endpoint
@@ -293,7 +315,7 @@ def require_gateway(conn: GatewayConnection, timeout_ms: int) -> None:
     (riverbed.wire.liveness) and leaves its share to the next. Any answer counts, an error one
     (an ACL's refusal) too: a gateway is there."""
     if timeout_ms <= 0:
-        raise errors.ClientError(f"api_version_auto_timeout_ms={timeout_ms}: must be > 0")
+        raise errors.KafkaConfigurationError(f"{setting}={timeout_ms}: must be > 0")
     process_owner.check_owner(conn._owner_pid, f"this client ({conn.client_id})")
     deadline = time.monotonic() + timeout_ms / 1000.0
     endpoints = list(conn.bootstrap)
@@ -312,12 +334,12 @@ def require_gateway(conn: GatewayConnection, timeout_ms: int) -> None:
             channel.call(ApiKey.DESCRIBE_CLUSTER, metadata_pb2.DescribeClusterRequest(),
                          timeout_ms=share_ms)
             return
-        except errors.RequestTimedOutError as e:
+        except (errors.RequestTimedOutError, errors.KafkaTimeoutError) as e:
             failures.append(f"{endpoint} ({getattr(channel, 'down_reason', None) or e})")
         except errors.KafkaError:
             return                  # an answer, if a refusal: a gateway is there
         finally:
             channel.close()
     raise errors.NoBrokersAvailable(
-        f"no bootstrap address answered within api_version_auto_timeout_ms={timeout_ms}: "
+        f"Unable to bootstrap: no bootstrap address answered within {setting}={timeout_ms}: "
         f"tried {', '.join(failures)}")

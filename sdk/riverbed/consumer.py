@@ -40,7 +40,7 @@ from riverbed import client_otel, errors, process_owner, tracing
 from riverbed._proto.v1 import fetch_pb2, header_pb2
 from riverbed.client_metrics import ConsumerMetrics
 from riverbed.cluster import (
-    API_VERSION_AUTO_TIMEOUT_MS,
+    bootstrap_timeout,
     GatewayConnection,
     require_gateway,
     resolve_bootstrap,
@@ -55,6 +55,8 @@ from riverbed.group_membership import (
     OffsetAndMetadata,
     normalize_strategies,
 )
+from riverbed.kafka_python_types import kafka_python_settings
+from riverbed.serializer import deserializer_of
 from riverbed.structs import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from riverbed.list_offsets import list_offsets
 from riverbed.transactions import ConsumerGroupMetadata
@@ -89,6 +91,9 @@ class Consumer:
 
     # How the consumer waits without a socket to wait on (riverbed.aio awaits instead).
     _sleep = staticmethod(time.sleep)
+    # Deserializers see None keys and values too (kafka-python's way: KafkaConsumer)? Consumer's
+    # leave None alone.
+    _convert_none = False
 
     def __init__(self, *topics: str, bootstrap_servers: str | Sequence[str] | None = None,
                  client_id: str | None = None, group_id: str | None = None,
@@ -135,8 +140,9 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self._key_deserializer = key_deserializer
-        self._value_deserializer = value_deserializer
+        # fn(topic, headers, data): a function's or a kafka-python Deserializer's
+        self._key_deserializer = deserializer_of(key_deserializer)
+        self._value_deserializer = deserializer_of(value_deserializer)
         self._conn = GatewayConnection(bootstrap, client_id=self.client_id,
                                        request_timeout_ms=request_timeout_ms,
                                        channel_factory=_channel_factory)
@@ -207,7 +213,8 @@ class Consumer:
         """Read exactly these partitions (replaces the previous assignment). With a group_id,
         commits go to the group as a standalone consumer (generation -1)."""
         if self._group is not None and self._group.subscribed:
-            raise errors.ClientError("assign() and subscribe() cannot be mixed: unsubscribe() first")
+            raise errors.IllegalStateError(
+                "assign() and subscribe() cannot be mixed: unsubscribe() first")
         self._subs.subscribed_topics = ()
         self._subs.assign(partitions)
 
@@ -221,7 +228,7 @@ class Consumer:
     def _require_group(self, what: str) -> GroupMembership:
         process_owner.check_owner(self._owner_pid, "this consumer")
         if self._group is None:
-            raise errors.ClientError(f"{what} needs a group_id")
+            raise errors.IllegalStateError(f"{what} needs a group_id")
         return self._group
 
     def subscribe(self, topics: Iterable[str] = (), pattern: str | None = None,
@@ -234,12 +241,13 @@ class Consumer:
         topics = tuple(topics)
         if self._group is None:
             if pattern is not None:
-                raise errors.ClientError("subscribe(pattern=...) needs a group_id")
+                raise errors.IllegalStateError("subscribe(pattern=...) needs a group_id")
             self._subs.subscribed_topics = topics
             self._assign_all_partitions(topics)
             return
         if self._subs.assignment and not self._group.subscribed:
-            raise errors.ClientError("assign() and subscribe() cannot be mixed: unsubscribe() first")
+            raise errors.IllegalStateError(
+                "assign() and subscribe() cannot be mixed: unsubscribe() first")
         self._group.subscribe(topics, pattern, listener)
         self._subs.subscribed_topics = topics
 
@@ -293,7 +301,7 @@ class Consumer:
     def _state(self, tp) -> PartitionState:
         st = self._subs.assignment.get(TopicPartition(*tp))
         if st is None:
-            raise errors.ClientError(f"partition {tp} is not assigned to this consumer")
+            raise errors.IllegalStateError(f"partition {tp} is not assigned to this consumer")
         return st
 
     # -- positions ----------------------------------------------------------------------------
@@ -577,10 +585,10 @@ class Consumer:
 
     def _convert(self, r: ConsumerRecord) -> ConsumerRecord:
         key, value = r.key, r.value
-        if self._key_deserializer is not None and key is not None:
-            key = self._key_deserializer(key)
-        if self._value_deserializer is not None and value is not None:
-            value = self._value_deserializer(value)
+        if self._key_deserializer is not None and (key is not None or self._convert_none):
+            key = self._key_deserializer(r.topic, r.headers, key)
+        if self._value_deserializer is not None and (value is not None or self._convert_none):
+            value = self._value_deserializer(r.topic, r.headers, value)
         return r._replace(key=key, value=value)
 
     def poll(self, timeout_ms: float = 0, max_records: int | None = None,
@@ -743,31 +751,78 @@ class Consumer:
         self.close()
 
 
-class KafkaConsumer(Consumer):
-    """kafka-python's `KafkaConsumer`: a `Consumer` whose constructor also checks that the
-    cluster is there, as kafka-python's does: it waits up to `api_version_auto_timeout_ms`
-    (kafka-python's 2000) for a bootstrap address to answer and raises
-    `riverbed.errors.NoBrokersAvailable`, naming each address and why, when none does (so `try:
-    KafkaConsumer(...) except NoBrokersAvailable:` loops that wait for a cluster work). With
-    `api_version` given (any value: Riverbed has one protocol version) it does not check, as in
-    kafka-python. `Consumer` itself connects lazily: an unreachable cluster is reported by the
-    first call that needs it."""
+# kafka-python 3.0's session_timeout_ms default (KIP-735); Consumer's own is 10000
+KAFKA_PYTHON_SESSION_TIMEOUT_MS = 45000
 
-    def __init__(self, *topics: str,
-                 api_version_auto_timeout_ms: int = API_VERSION_AUTO_TIMEOUT_MS,
-                 api_version: Any = None, **configs: Any) -> None:
-        if api_version_auto_timeout_ms <= 0:
-            raise errors.ClientError(
-                f"api_version_auto_timeout_ms={api_version_auto_timeout_ms}: must be > 0")
+
+class KafkaConsumer(Consumer):
+    """kafka-python 3.0's `KafkaConsumer`: a `Consumer` with kafka-python 3.0's defaults
+    (`session_timeout_ms` 45000), deserializers called for None keys and values too
+    (kafka-python's way), and its constructor check: it waits up to
+    `bootstrap_timeout_ms` (30000; kafka-python 2.x's `api_version_auto_timeout_ms` is taken
+    too) for a bootstrap address to answer and raises `riverbed.errors.NoBrokersAvailable` (a
+    `KafkaTimeoutError`, what kafka-python 3.0 raises), naming each address and why, when none
+    does. kafka-python's settings for Kafka connections, TLS, SASL and metrics reporters
+    (`api_version`, `ssl_*`, `sasl_*`, `reconnect_backoff_ms`, ...) are accepted and ignored
+    (riverbed.kafka_python_types); so is the `timeout_ms` of commit(), committed(),
+    position(), offsets_for_times(), beginning_offsets(), end_offsets() and close()
+    (request_timeout_ms bounds each call).
+    `Consumer` itself connects lazily: an unreachable cluster is reported by the first call
+    that needs it."""
+
+    _convert_none = True
+
+    def __init__(self, *topics: str, **configs: Any) -> None:
+        timeout_ms, setting = bootstrap_timeout(configs)
+        configs = kafka_python_settings(configs)
+        configs.setdefault("session_timeout_ms", KAFKA_PYTHON_SESSION_TIMEOUT_MS)
         super().__init__(**configs)        # the topics once the cluster is known to be there
         try:
-            if api_version is None:
-                require_gateway(self._conn, api_version_auto_timeout_ms)
+            require_gateway(self._conn, timeout_ms, setting)
             if topics:
                 self._take_topics(topics)
         except BaseException:
             self.close(autocommit=False)
             raise
+
+    def bootstrap_connected(self) -> bool:
+        """True: the constructor waited for a gateway to answer (False once closed)."""
+        return not self._closed
+
+    def bootstrap(self, timeout_ms: int | None = None, refresh: bool = False) -> None:
+        """Wait until a bootstrap address answers (KafkaTimeoutError after timeout_ms; None:
+        request_timeout_ms)."""
+        require_gateway(self._conn, timeout_ms or self.request_timeout_ms, "timeout_ms")
+
+    def subscription(self) -> set[str] | None:  # type: ignore[override]
+        """The topics subscribed to, or None without a subscription (kafka-python's)."""
+        return super().subscription() or None
+
+    def commit(self, offsets: dict | None = None, timeout_ms: int | None = None) -> None:
+        super().commit(offsets)
+
+    def committed(self, partition: TopicPartition, metadata: bool = False,
+                  timeout_ms: int | None = None):
+        return super().committed(partition, metadata)
+
+    def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
+        return super().position(partition)
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int],
+                          timeout_ms: int | None = None
+                          ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return super().offsets_for_times(timestamps)
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition],
+                          timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        return super().beginning_offsets(partitions)
+
+    def end_offsets(self, partitions: Iterable[TopicPartition],
+                    timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        return super().end_offsets(partitions)
+
+    def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        super().close(autocommit)
 
 
 def _fetch_span(tracer, by_topic: dict[str, list[TopicPartition]], subs: SubscriptionState,

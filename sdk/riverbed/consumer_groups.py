@@ -101,9 +101,9 @@ def offsets_to_commit_request(group_id: str, generation_id: int, member_id: str,
     for topic in sorted(by_topic):
         t = req.topics.add(name=topic)
         for p, om in sorted(by_topic[topic], key=lambda x: x[0]):
+            epoch = -1 if om.leader_epoch is None else om.leader_epoch
             t.partitions.add(partition_index=p, committed_offset=om.offset,
-                             committed_leader_epoch=om.leader_epoch,
-                             committed_metadata=om.metadata or "")
+                             committed_leader_epoch=epoch, committed_metadata=om.metadata or "")
     return req
 
 

@@ -25,8 +25,9 @@ def list_offsets(conn: GatewayConnection, want: dict[TopicPartition, int], *,
                  sleep: Callable[[float], None] = time.sleep,
                  isolation_level: int = 0) -> dict[TopicPartition, Any]:
     """LIST_OFFSETS with retries of retriable errors (metadata refresh + backoff): tp ->
-    offset, or (offset, timestamp) with_timestamps (-1 offset: no record that late).
-    isolation_level 1 (read_committed, LIST_OFFSETS v1): latest is the last stable offset."""
+    offset, or (offset, timestamp, leader epoch or None) with_timestamps (-1 offset: no record
+    that late). isolation_level 1 (read_committed, LIST_OFFSETS v1): latest is the last stable
+    offset."""
     out: dict[TopicPartition, Any] = {}
     deadline = _now_ms() + request_timeout_ms
     todo = dict(want)
@@ -48,7 +49,9 @@ def list_offsets(conn: GatewayConnection, want: dict[TopicPartition, int], *,
                 if tp not in todo:
                     continue
                 if p.error_code == 0:
-                    out[tp] = (p.offset, p.timestamp) if with_timestamps else p.offset
+                    out[tp] = ((p.offset, p.timestamp,
+                                p.leader_epoch if p.leader_epoch >= 0 else None)
+                               if with_timestamps else p.offset)
                     del todo[tp]
                     continue
                 err = errors.for_code(p.error_code, p.error_message, topic=tp.topic,

@@ -50,7 +50,7 @@ from riverbed._proto.v1 import header_pb2
 from riverbed.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, ProducerBatch, ReadyCheck, \
     RecordAccumulator
 from riverbed.cluster import (
-    API_VERSION_AUTO_TIMEOUT_MS,
+    bootstrap_timeout,
     GatewayConnection,
     require_gateway,
     resolve_bootstrap,
@@ -58,6 +58,8 @@ from riverbed.cluster import (
 from riverbed.futures import FutureRecordMetadata
 from riverbed.idempotence import MAX_IN_FLIGHT_PER_PARTITION, IdempotenceState
 from riverbed.partitioner import DefaultPartitioner
+from riverbed.kafka_python_types import kafka_python_settings
+from riverbed.serializer import serializer_of
 from riverbed.records import Compression
 from riverbed.sender import Sender
 from riverbed.structs import OffsetAndMetadata, TopicPartition
@@ -118,6 +120,9 @@ class Producer:
     retries, ordering and idempotence."""
 
     _sender_class = Sender      # riverbed.aio's producer runs a Sender whose waits are asyncio's
+    # Serializers see None keys and values too (kafka-python's way: KafkaProducer)? Producer's
+    # leave None alone (no key; a tombstone).
+    _serialize_none = False
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  acks: int | str = 1,
@@ -207,8 +212,9 @@ class Producer:
         # key and value each below this cannot make a record larger than max_request_size
         self._size_check_floor = min(_SIZE_CHECK_FLOOR,
                                      max(0, max_request_size - RECORD_OVERHEAD - BATCH_OVERHEAD) // 2)
-        self._key_serializer = key_serializer
-        self._value_serializer = value_serializer
+        # fn(topic, headers, data): a function's or a kafka-python Serializer's
+        self._key_serializer = serializer_of(key_serializer)
+        self._value_serializer = serializer_of(value_serializer)
         self._custom_partitioner = partitioner
         self._partitioner = DefaultPartitioner()
         self._metadata_changed = threading.Condition()
@@ -349,18 +355,16 @@ class Producer:
             raise errors.ClientError("producer is closed")
         if self._txn is not None:
             self._txn.check_send()
-        if key is not None:
-            if self._key_serializer is not None:
-                key = self._key_serializer(key)
-            if key.__class__ is not bytes:
-                key = _as_bytes(key, "key")
-        if value is not None:
-            if self._value_serializer is not None:
-                value = self._value_serializer(value)
-            if value.__class__ is not bytes:
-                value = _as_bytes(value, "value")
-        elif key is None:
+        if value is None and key is None:
             raise ValueError("need a value or a key (None, None is not a record)")
+        if self._key_serializer is not None and (key is not None or self._serialize_none):
+            key = self._key_serializer(topic, headers or [], key)
+        if key is not None and key.__class__ is not bytes:
+            key = _as_bytes(key, "key")
+        if self._value_serializer is not None and (value is not None or self._serialize_none):
+            value = self._value_serializer(topic, headers or [], value)
+        if value is not None and value.__class__ is not bytes:
+            value = _as_bytes(value, "value")
         if headers:
             headers = tuple(headers)
             size = sum(len(h[0]) + len(h[1] or b"") + 10 for h in headers)
@@ -447,7 +451,8 @@ class Producer:
         if not isinstance(values, (list, tuple)):
             values = list(values)
         if self._value_serializer is not None:
-            values = [self._value_serializer(v) for v in values]
+            serialize = self._value_serializer
+            values = [serialize(topic, [], v) for v in values]
         if not values:
             return []
         num_partitions = self._metadata.partition_counts.get(topic)
@@ -740,29 +745,57 @@ class Producer:
         self.close()
 
 
-class KafkaProducer(Producer):
-    """kafka-python's `KafkaProducer`: a `Producer` whose constructor also checks that the
-    cluster is there, as kafka-python's does: it waits up to `api_version_auto_timeout_ms`
-    (kafka-python's 2000) for a bootstrap address to answer and raises
-    `riverbed.errors.NoBrokersAvailable`, naming each address and why, when none does (so `try:
-    KafkaProducer(...) except NoBrokersAvailable:` loops that wait for a cluster work). With
-    `api_version` given (any value: Riverbed has one protocol version) it does not check, as in
-    kafka-python. `Producer` itself connects lazily: an unreachable cluster is reported by the
-    first `send()`."""
+# kafka-python 3.0's retries default (unbounded: delivery_timeout_ms bounds a record), as an int
+KAFKA_PYTHON_RETRIES = 2147483647
 
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
-                 api_version_auto_timeout_ms: int = API_VERSION_AUTO_TIMEOUT_MS,
-                 api_version: Any = None, **configs: Any) -> None:
-        if api_version_auto_timeout_ms <= 0:
-            raise errors.ClientError(
-                f"api_version_auto_timeout_ms={api_version_auto_timeout_ms}: must be > 0")
+
+class KafkaProducer(Producer):
+    """kafka-python 3.0's `KafkaProducer`: a `Producer` with kafka-python 3.0's defaults
+    (`acks='all'`, hence idempotence, KIP-679; `retries` unbounded, delivery_timeout_ms bounds
+    a record's time instead), `send()`'s argument order (topic, value, key, headers, partition,
+    timestamp_ms), serializers called for None keys and values too (kafka-python's way: a
+    Serializer may turn None into bytes), and its constructor check: it waits up to
+    `bootstrap_timeout_ms` (30000; kafka-python 2.x's `api_version_auto_timeout_ms` is taken
+    too) for a bootstrap address to answer and raises `riverbed.errors.NoBrokersAvailable` (a
+    `KafkaTimeoutError`, what kafka-python 3.0 raises), naming each address and why, when none
+    does. kafka-python's
+    settings for Kafka connections, TLS, SASL and metrics reporters (`api_version`, `ssl_*`,
+    `sasl_*`, ...) are accepted and ignored (riverbed.kafka_python_types). `Producer` itself
+    connects lazily: an unreachable cluster is reported by the first `send()`."""
+
+    _serialize_none = True
+
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None,
+                 **configs: Any) -> None:
+        timeout_ms, setting = bootstrap_timeout(configs)
+        configs = kafka_python_settings(configs)
+        configs.setdefault("acks", "all")
+        configs.setdefault("retries", KAFKA_PYTHON_RETRIES)
         super().__init__(bootstrap_servers, **configs)
-        if api_version is None:
-            try:
-                require_gateway(self._conn, api_version_auto_timeout_ms)
-            except BaseException:
-                self.close(timeout=0)
+        try:
+            require_gateway(self._conn, timeout_ms, setting)
+        except BaseException:
+            self.close(timeout=0)
+            raise
+
+    def send(self, topic: str, value: Any = None, key: Any = None,  # type: ignore[override]
+             headers: Iterable[tuple[str, bytes]] | None = None, partition: int | None = None,
+             timestamp_ms: int | None = None) -> FutureRecordMetadata:
+        """kafka-python's argument order: headers before partition. A partition the topic does
+        not have is a ValueError, as in kafka-python 3.0."""
+        try:
+            return Producer.send(self, topic, value, key, partition, headers, timestamp_ms)
+        except errors.UnknownTopicOrPartitionError as e:
+            if partition is None or e.partition != partition:
                 raise
+            raise ValueError(f"Unrecognized partition {partition} for topic {topic}") from e
+
+    def bootstrap_connected(self) -> bool:
+        """True: the constructor waited for a gateway to answer (False once closed)."""
+        return not self._closed
+
+    def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
+        super().close(timeout)
 
 
 _END_TXN = header_pb2.ApiKey.END_TXN

@@ -433,7 +433,12 @@ class Sender:
         return max(0, min(timeout, 1000))
 
     def _poll(self, ready_delay_ms: float, now: float) -> None:
-        chan = self.conn.channel
+        try:
+            chan = self.conn.channel
+        except errors.NetworkError as e:    # CURVE: no key known for this gateway: the next one
+            self.conn.failover(str(e))
+            time.sleep(self.retry_backoff_ms / 1000.0)
+            return
         if self._poller_channel is not chan:
             self._poller = zmq.Poller()
             self._poller.register(chan.socket, zmq.POLLIN)

@@ -14,6 +14,13 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+class TopicPartitionReplica(NamedTuple):
+    """A partition's replica on one node (kafka-python's; alter_replica_log_dirs' keys)."""
+    topic: str
+    partition: int
+    broker_id: int
+
+
 class RecordMetadata(NamedTuple):
     """What a successful `Producer.send` resolves to. offset is -1 with acks=0."""
     topic: str
@@ -31,9 +38,11 @@ class OffsetAndMetadata(NamedTuple):
 
 class OffsetAndTimestamp(NamedTuple):
     """What `Consumer.offsets_for_times` finds: the first offset whose timestamp is >= the one
-    asked for, and that record's timestamp (ms)."""
+    asked for, that record's timestamp (ms) and the leader epoch it was written in (None when
+    not known), as kafka-python 3.0's."""
     offset: int
     timestamp: int
+    leader_epoch: int | None = None
 
 
 class ConsumerRecord(NamedTuple):
@@ -87,11 +96,14 @@ class NewPartitions:
 
 
 class ConfigResourceType(enum.IntEnum):
-    """kafka-python's (Kafka's numbers). Riverbed's configs are per topic: BROKER resources are
-    refused with InvalidRequestError."""
+    """kafka-python's (Kafka's numbers). Riverbed's configs are per topic: other resources are
+    refused with InvalidRequestError (kafka-python 3.0's KafkaAdminClient: described empty)."""
     UNKNOWN = 0
     TOPIC = 2
     BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
 
 
 @dataclass

@@ -61,13 +61,14 @@ def test_a_program_runs_with_only_its_imports_changed(fleet, tmp_path, name, lib
 
 
 def test_kafka_python_constructors_check_the_cluster_as_kafka_python_does(fleet):
-    """KafkaProducer/KafkaConsumer/KafkaAdminClient raise NoBrokersAvailable from the constructor
-    when no bootstrap address answers within api_version_auto_timeout_ms, and construct against
-    a live fleet (with the fleet's CURVE keys, from the RIVERBED_* variables Fleet.up() set)."""
+    """KafkaProducer/KafkaConsumer/KafkaAdminClient raise NoBrokersAvailable (2.x's name; a
+    KafkaTimeoutError, 3.0's) from the constructor when no bootstrap address answers within
+    bootstrap_timeout_ms (2.x: api_version_auto_timeout_ms), and construct against a live fleet
+    (with the fleet's CURVE keys, from the RIVERBED_* variables Fleet.up() set)."""
     import socket
 
     import riverbed
-    from riverbed.errors import NoBrokersAvailable
+    from riverbed.errors import KafkaTimeoutError, NoBrokersAvailable
 
     with socket.socket() as s:          # a port nobody listens on: connections are refused
         s.bind(("127.0.0.1", 0))
@@ -77,11 +78,14 @@ def test_kafka_python_constructors_check_the_cluster_as_kafka_python_does(fleet)
             with pytest.raises(NoBrokersAvailable, match=nobody):
                 getattr(riverbed, name)(bootstrap_servers=nobody, security_protocol=protocol,
                                         api_version_auto_timeout_ms=2000)
+            with pytest.raises(KafkaTimeoutError, match="bootstrap_timeout_ms=1000"):
+                getattr(riverbed, name)(bootstrap_servers=nobody, security_protocol=protocol,
+                                        bootstrap_timeout_ms=1000)
     producer = riverbed.KafkaProducer(bootstrap_servers=fleet.gateway_endpoint)
     consumer = riverbed.KafkaConsumer(bootstrap_servers=fleet.gateway_endpoint)
     admin = riverbed.KafkaAdminClient(bootstrap_servers=[nobody, fleet.gateway_endpoint])
     try:
-        assert admin.describe_cluster().brokers
+        assert admin.describe_cluster()["brokers"]
     finally:
         admin.close()
         consumer.close()

@@ -6,8 +6,8 @@
     print(await admin.list_topics())
     await admin.close()
 
-Every call is riverbed.Admin's (kafka-python's KafkaAdminClient names included), run through
-riverbed.aio.bridge.run_sync on AsyncChannels: the loop runs other tasks while it waits for the
+Every call is riverbed.Admin's, or aiokafka's name of it with its shape (kafka-python 2.x's:
+riverbed.kafka_python_v2), run through riverbed.aio.bridge.run_sync on AsyncChannels: the loop runs other tasks while it waits for the
 gateway. Calls are serialised (an asyncio.Lock), as the sync Admin is used by one thread.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import asyncio
 import functools
 from typing import Any, Callable, Sequence
 
-from riverbed import errors
+from riverbed import errors, kafka_python_v2
 from riverbed.admin import Admin as _SyncAdmin
 from riverbed.aio import bridge
 from riverbed.aio.channel import AsyncChannel
@@ -30,16 +30,18 @@ class _AdminCore(_SyncAdmin):
     _sleep = staticmethod(bridge.sleep)  # type: ignore[assignment]
 
 
-# riverbed.Admin's calls (and kafka-python's names of them) that the asyncio client awaits.
+# riverbed.Admin's calls that the asyncio client awaits
 _CALLS = (
     "create_topics", "delete_topics", "create_partitions", "list_topics", "describe_topics",
     "describe_configs", "alter_configs", "describe_cluster", "elect_leaders",
     "alter_partition_reassignments", "list_partition_reassignments", "list_groups",
     "describe_groups", "list_group_offsets", "alter_group_offsets", "delete_group_offsets",
-    "describe_group_offsets", "plan_reset_offsets", "reset_offsets", "list_consumer_groups",
-    "describe_consumer_groups", "list_consumer_group_offsets", "alter_consumer_group_offsets",
-    "delete_consumer_groups", "describe_log_dirs", "alter_replica_log_dirs",
+    "describe_group_offsets", "plan_reset_offsets", "reset_offsets", "list_offsets",
+    "describe_log_dirs", "alter_replica_log_dirs",
 )
+# aiokafka's (kafka-python 2.x's) group calls, with their shapes, over the same Admin
+_V2_CALLS = ("list_consumer_groups", "describe_consumer_groups", "list_consumer_group_offsets",
+             "alter_consumer_group_offsets")
 
 
 class Admin:
@@ -71,10 +73,15 @@ class Admin:
         await self.close()
 
     async def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return await self._run_on_core(lambda core, *a, **k: getattr(core, name)(*a, **k),
+                                       *args, **kwargs)
+
+    async def _run_on_core(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """fn(the sync Admin, *args, **kwargs), serialised, on the loop's bridge."""
         if self._core is None:
             raise errors.ClientError("admin client not started: await admin.start() first")
         async with self._lock:
-            return await bridge.run_sync(getattr(self._core, name), *args, **kwargs)
+            return await bridge.run_sync(fn, self._core, *args, **kwargs)
 
 
 def _coroutine(name: str) -> Callable[..., Any]:
@@ -86,8 +93,19 @@ def _coroutine(name: str) -> Callable[..., Any]:
     return call
 
 
+def _v2_coroutine(name: str) -> Callable[..., Any]:
+    fn = getattr(kafka_python_v2, name)
+
+    @functools.wraps(fn)
+    async def call(self: Admin, *args: Any, **kwargs: Any) -> Any:
+        return await self._run_on_core(fn, *args, **kwargs)
+    return call
+
+
 for _name in _CALLS:
     if hasattr(_SyncAdmin, _name):
         setattr(Admin, _name, _coroutine(_name))
+for _name in _V2_CALLS:
+    setattr(Admin, _name, _v2_coroutine(_name))
 
 AIOKafkaAdminClient = Admin

@@ -19,8 +19,11 @@ compressed batches only when Produce v0 is listed; Kafka 4 lists it too and refu
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,6 +210,51 @@ _READERS: dict[tuple[int, int], tuple[Any, Any]] = {}
 _WRITERS: dict[type, Any] = {}
 
 
+# entity class -> ((field, entity class of its elements or None), ...) for the arrays, structs,
+# strings and bytes whose type does not admit None: kio reads a null (a length of -1) into None
+# whatever the schema says.
+_NON_NULL: dict[type, tuple[tuple[str, type | None], ...]] = {}
+
+
+def _non_null_fields(cls: type) -> tuple[tuple[str, type | None], ...]:
+    got = _NON_NULL.get(cls)
+    if got is None:
+        hints = typing.get_type_hints(cls)
+        out = []
+        for f in dataclasses.fields(cls):
+            hint = hints[f.name]
+            args = typing.get_args(hint)
+            if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+                continue                                   # nullable in the schema
+            while hasattr(hint, "__supertype__"):          # NewType: TopicName is a str
+                hint = hint.__supertype__
+            if typing.get_origin(hint) is tuple:           # an array
+                element = args[0] if args and dataclasses.is_dataclass(args[0]) else None
+                # elements with nothing to check are not visited
+                out.append((f.name, element if element and _non_null_fields(element) else None))
+            elif dataclasses.is_dataclass(hint) or (isinstance(hint, type)
+                                                    and issubclass(hint, (str, bytes))):
+                out.append((f.name, None))                 # a struct, a string, bytes
+            # numbers, booleans, uuids: never read as None
+        got = _NON_NULL[cls] = tuple(out)
+    return got
+
+
+def check_non_null(entity: Any) -> str | None:
+    """The path of the first field that the schema says is not nullable but was read as null
+    (None), or None when there is none. Kafka refuses such a request as malformed."""
+    for name, element in _non_null_fields(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            return name
+        if element is not None:
+            for item in value:
+                bad = check_non_null(item)
+                if bad is not None:
+                    return f"{name}[].{bad}"
+    return None
+
+
 def _readers(key: int, version: int) -> tuple[Any, Any]:
     """(header reader, body reader) of a served API version: kio resolves a schema by module
     name on every lookup, which cost more than reading a small request."""
@@ -246,6 +294,10 @@ def decode_request(frame: bytes | memoryview) -> KafkaRequest:
     except Exception as e:  # noqa: BLE001 - kio raises several types for malformed input
         raise BadRequest(f"malformed {API_NAMES.get(key, key)} v{version} request: "
                          f"{type(e).__name__}: {e}", corr, key, version) from None
+    bad = check_non_null(body)
+    if bad is not None:
+        raise BadRequest(f"malformed {API_NAMES.get(key, key)} v{version} request: {bad} is "
+                         "null, which its schema does not allow", corr, key, version)
     # Bytes after the body are ignored, as Kafka's brokers do (librdkafka 2.16's Metadata v12
     # request for all topics carries 3 more than the schema reads).
     return KafkaRequest(key, version, header.correlation_id, header.client_id or "", body,

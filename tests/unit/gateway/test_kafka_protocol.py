@@ -419,3 +419,15 @@ def test_listener_configs_are_kafkas():
     with pytest.raises(ConfigError, match="connections.max.idle.ms"):
         GatewayConfig(gateway_id=1, connections_max_idle_ms=0)
     assert GatewayConfig(gateway_id=1).kafka_listeners == ((), ())
+
+
+def test_a_null_where_the_schema_allows_none_is_a_bad_request():
+    """kio reads a compact array of length -1 (a null) into None even where the schema says the
+    field is not nullable; such a request is malformed (Kafka refuses it) and never reaches a
+    handler. Found by the truncation fuzz above (DeleteAcls v2 with null `filters`)."""
+    import struct
+    header = struct.pack(">hhih", kp.DELETE_ACLS, 2, 7, 4) + b"test" + b"\x00"   # v2: tags
+    with pytest.raises(kp.BadRequest, match="filters is null"):
+        kp.decode_request(header + b"\x00" + b"\x00")          # filters: null; no tags
+    ok = kp.decode_request(header + b"\x01" + b"\x00")         # filters: empty
+    assert ok.body.filters == ()

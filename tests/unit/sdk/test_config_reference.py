@@ -42,7 +42,7 @@ def test_the_clients_page_has_each_setting_with_its_kafka_name_and_default():
     text = _reference().render_clients()
     for row in ("| `linger_ms` | `linger.ms` | `0` |", "| `group_id` | `group.id` | `None` |",
                 "| `request_timeout_ms` | `request.timeout.ms` | `30000` |",
-                "| `api_version_auto_timeout_ms` | 2000 |"):
+                "| `bootstrap_timeout_ms` | 30000 |", "| `KafkaProducer` | `acks` | `'all'` |"):
         assert row in text
 
 

@@ -27,7 +27,7 @@ def test_offsets_for_times_finds_the_first_record_at_or_after_the_time():
     with Consumer(bootstrap="127.0.0.1:1", _channel_factory=gw.factory) as c:
         got = c.offsets_for_times({TopicPartition("t", 0): 1500, ("t", 1): 0,
                                    TopicPartition("t", 0)._replace(partition=0): 1500})
-        assert got == {TopicPartition("t", 0): OffsetAndTimestamp(5, 2000),
+        assert got == {TopicPartition("t", 0): OffsetAndTimestamp(5, 2000, 0),
                        TopicPartition("t", 1): None}
         assert c.offsets_for_times({TopicPartition("t", 0): 9999}) == {TopicPartition("t", 0): None}
         with pytest.raises(ValueError, match="timestamp -1"):

@@ -124,7 +124,8 @@ def test_the_sdk_api_renders_from_the_docstrings(site):
     assert "riverbed_fleet" in _text(_page(site, "reference/api/testing.md"))
     assert "Channel" in _text(_page(site, "reference/api/wire.md"))
     admin = _text(_page(site, "reference/api/admin.md"))
-    assert "list_consumer_groups" in admin       # kafka-python's calls, inherited
+    assert "describe_group_offsets" in admin          # Riverbed's Admin
+    assert "list_group_offsets" in admin and "list_consumer_groups" in admin   # the facade
 
 
 def test_the_benchmarks_page_is_generated_from_the_results(site):

@@ -1,8 +1,12 @@
-"""The Admin client: topics, configs, partitions and the cluster (kafka-python's KafkaAdminClient).
+"""Riverbed's Admin client: topics, configs, partitions, groups and the cluster.
+
+Import it as `riverbed.admin.Admin` (or `riverbed.Admin`). kafka-python 3.0's KafkaAdminClient
+is a facade over it (riverbed.kafka_python_admin); this module never imports that one.
 
 Every call is synchronous over one gateway (which forwards topic admin to the active
-controller). Per-topic errors raise the matching riverbed.errors class naming the topic;
-retriable ones (NOT_CONTROLLER during a controller move, timeouts) are retried with a
+controller). Per-topic errors raise the matching riverbed.errors class naming the topic (the
+first one; UNKNOWN_TOPIC_OR_PARTITION for a topic that is not there too); retriable errors of
+a whole request (NOT_CONTROLLER during a controller move, timeouts) are retried with a
 metadata refresh and backoff until request_timeout_ms.
 """
 from __future__ import annotations
@@ -23,13 +27,8 @@ from riverbed._proto.v1 import (
     offset_pb2,
     transaction_pb2,
 )
-from riverbed import log_dirs
-from riverbed.cluster import (
-    API_VERSION_AUTO_TIMEOUT_MS,
-    GatewayConnection,
-    require_gateway,
-    resolve_bootstrap,
-)
+from riverbed import list_offsets, log_dirs
+from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.log_dirs import NodeLogDirs
 from riverbed.wire.security import secure_channel_factory
 from riverbed.coordinator.consumer_protocol import group_by_topic
@@ -42,8 +41,8 @@ from riverbed.group_membership import (
     normalize_offsets,
     offsets_to_commit_request,
 )
-from riverbed.kafka_python_admin import AlterConfigsResponse, DescribeConfigsResponse, \
-    KafkaPythonAdminMixin
+from riverbed import kafka_python_v2
+from riverbed.kafka_python_v2 import AlterConfigsResponse, DescribeConfigsResponse
 from riverbed.structs import (
     BrokerInfo,
     ClusterDescription,
@@ -54,27 +53,29 @@ from riverbed.structs import (
     NewPartitions,
     NewTopic,
     OffsetAndMetadata,
+    OffsetAndTimestamp,
     TopicDescription,
     TopicPartition,
     TransactionDescription,
     TransactionListing,
 )
 
-# kafka-python's `from kafka.admin import KafkaAdminClient, NewTopic, NewPartitions,
-# ConfigResource, ConfigResourceType` works with riverbed.admin too.
-__all__ = ["Admin", "AdminClient", "KafkaAdminClient", "NewTopic", "NewPartitions",
-           "ConfigResource", "ConfigResourceType"]
+__all__ = ["Admin", "AdminClient"]
 
 ApiKey = header_pb2.ApiKey
 
+# list_offsets(): the specs Kafka's ListOffsets takes besides a timestamp (ms)
+OFFSET_SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3}
 
-class Admin(KafkaPythonAdminMixin):
-    """Topics, configs, partitions, consumer groups and the cluster (kafka-python's
-    KafkaAdminClient: its calls list_consumer_groups, describe_consumer_groups,
-    list_consumer_group_offsets, alter_consumer_group_offsets, describe_configs([ConfigResource]),
-    alter_configs([ConfigResource]) and create_partitions({topic: NewPartitions}) work too, see
-    riverbed.kafka_python_admin). Synchronous; one thread at a time. It belongs to the process that created
-    it: after os.fork() the child's copy raises errors.ForkedClientError from every call."""
+
+class Admin:
+    """Topics, configs, partitions, consumer groups and the cluster. describe_configs,
+    alter_configs and create_partitions also take kafka-python 2.x's (and aiokafka's) forms
+    (`[ConfigResource]`, `{topic: NewPartitions}`) with their result shapes
+    (riverbed.kafka_python_v2); kafka-python 3.0's KafkaAdminClient is a facade over this class
+    (riverbed.kafka_python_admin). Synchronous; one thread at a time. It belongs to the process
+    that created it: after os.fork() the child's copy raises errors.ForkedClientError from every
+    call."""
 
     # How the admin client waits between retries (riverbed.aio awaits instead).
     _sleep = staticmethod(time.sleep)
@@ -124,11 +125,20 @@ class Admin(KafkaPythonAdminMixin):
             raise err
         return retry
 
+    def _raise_first(self, results) -> None:
+        """Raise the first per-topic error, the non-retriable ones first (a retriable one, e.g.
+        UNKNOWN_TOPIC_OR_PARTITION for a topic that is not there, is raised too)."""
+        retry = self._check_results(results)
+        if retry:
+            r = next(r for r in results if r.name == retry[0])
+            raise errors.for_code(r.error_code, r.error_message, topic=r.name)
+
     # -- topics -----------------------------------------------------------------------------------
     def create_topics(self, new_topics: Sequence[NewTopic], timeout_ms: int | None = None,
-                      validate_only: bool = False) -> None:
+                      validate_only: bool = False) -> dict[str, NewTopic]:
         """Create topics; raises e.g. TopicAlreadyExistsError / InvalidReplicationFactorError
-        naming the topic."""
+        naming the topic. Returns each topic as created (validate_only: as it would be): its
+        num_partitions and replication_factor with the cluster's defaults applied."""
         req = controller_pb2.CreateTopicsRequest(
             timeout_ms=timeout_ms if timeout_ms is not None else self.request_timeout_ms,
             validate_only=validate_only)
@@ -139,17 +149,19 @@ class Admin(KafkaPythonAdminMixin):
             for p, replicas in (nt.replica_assignment or {}).items():
                 t.assignment[int(p)].replicas.extend(replicas)
         resp = self._call(ApiKey.CREATE_TOPICS, req)
-        retry = self._check_results(resp.topics)
-        if retry:
-            raise errors.for_code(next(r.error_code for r in resp.topics if r.name == retry[0]),
-                                  "", topic=retry[0])
+        self._raise_first(resp.topics)
+        asked = {nt.name: nt for nt in new_topics}
+        return {r.name: NewTopic(r.name, r.num_partitions, r.replication_factor,
+                                 dict(asked[r.name].configs),
+                                 dict(asked[r.name].replica_assignment))
+                for r in resp.topics if r.name in asked}
 
     def delete_topics(self, topics: Sequence[str], timeout_ms: int | None = None) -> None:
         req = controller_pb2.DeleteTopicsRequest(
             names=list(topics),
             timeout_ms=timeout_ms if timeout_ms is not None else self.request_timeout_ms)
         resp = self._call(ApiKey.DELETE_TOPICS, req)
-        self._check_results(resp.topics)
+        self._raise_first(resp.topics)
 
     @overload
     def create_partitions(self, topic: str, new_total: int, *,
@@ -181,7 +193,7 @@ class Admin(KafkaPythonAdminMixin):
         if topic is None:
             raise TypeError("create_partitions: a topic or topic_partitions is required")
         if isinstance(topic, Mapping):
-            self._create_partitions_map(topic, validate_only=validate_only)
+            kafka_python_v2.create_partitions_map(self, topic, validate_only=validate_only)
             return
         if new_total is None:
             raise TypeError("create_partitions(topic, new_total): new_total is missing")
@@ -191,7 +203,7 @@ class Admin(KafkaPythonAdminMixin):
         for replicas in assignment or ():
             t.assignment.add(replicas=list(replicas))
         resp = self._call(ApiKey.CREATE_PARTITIONS, req)
-        self._check_results(resp.topics)
+        self._raise_first(resp.topics)
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         self._conn.fetch_metadata(None)
@@ -244,7 +256,7 @@ class Admin(KafkaPythonAdminMixin):
         if topic is None:
             raise TypeError("describe_configs: a topic name or config_resources is required")
         if not isinstance(topic, str):
-            return self._describe_config_resources(list(topic), include_synonyms)
+            return kafka_python_v2.describe_config_resources(self, list(topic), include_synonyms)
         req = controller_pb2.DescribeConfigsRequest(topics=[topic], include_defaults=include_defaults)
         resp = self._call(ApiKey.DESCRIBE_CONFIGS, req)
         for r in resp.results:
@@ -282,13 +294,13 @@ class Admin(KafkaPythonAdminMixin):
         if topic is None:
             raise TypeError("alter_configs: a topic name or config_resources is required")
         if not isinstance(topic, str):
-            return self._alter_config_resources(list(topic), validate_only)
+            return kafka_python_v2.alter_config_resources(self, list(topic), validate_only)
         req = controller_pb2.AlterConfigsRequest(validate_only=validate_only)
         t = req.topics.add(name=topic)
         t.set.update({k: str(v) for k, v in (set or {}).items()})
         t.delete.extend(delete)
         resp = self._call(ApiKey.ALTER_CONFIGS, req)
-        self._check_results(resp.topics)
+        self._raise_first(resp.topics)
         return None
 
     def describe_cluster(self) -> ClusterDescription:
@@ -488,15 +500,41 @@ class Admin(KafkaPythonAdminMixin):
     def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         """OFFSET_DELETE: forget committed offsets of a group without members (NonEmptyGroupError
         otherwise)."""
-        req = offset_pb2.OffsetDeleteRequest(group_id=group_id)
-        for topic, parts in group_by_topic(TopicPartition(*tp) for tp in partitions):
-            req.topics.add(name=topic, partition_indexes=parts)
-        resp = self._group_call(ApiKey.OFFSET_DELETE, req)
+        resp = self._delete_group_offsets_answers(group_id, partitions)
         for t in resp.topics:
             for p in t.partitions:
                 if p.error_code != 0:
                     raise errors.for_code(p.error_code, p.error_message, topic=t.name,
                                           partition=p.partition_index)
+
+    def _delete_group_offsets_answers(self, group_id: str, partitions: Iterable[TopicPartition]):
+        """The OFFSET_DELETE answer; its whole-request error raised."""
+        req = offset_pb2.OffsetDeleteRequest(group_id=group_id)
+        for topic, parts in group_by_topic(TopicPartition(*tp) for tp in partitions):
+            req.topics.add(name=topic, partition_indexes=parts)
+        return self._group_call(ApiKey.OFFSET_DELETE, req)
+
+    def list_offsets(self, specs: Mapping[TopicPartition, int | str]
+                     ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Kafka's ListOffsets (Java's Admin.listOffsets): per partition, "earliest" (-2, the log
+        start offset), "latest" (-1, the high watermark), "max_timestamp" (-3, the record with
+        the largest timestamp) or a timestamp in ms (the first offset whose record's timestamp
+        is >= it; offset -1 when there is none). Each answer is an OffsetAndTimestamp (offset,
+        timestamp or -1, leader epoch or None). Retriable errors are retried until
+        request_timeout_ms; any other is raised."""
+        want: dict[TopicPartition, int] = {}
+        for tp, spec in specs.items():
+            if isinstance(spec, str):
+                if spec not in OFFSET_SPECS:
+                    raise ValueError(f"list_offsets: {tp}: {spec!r} is not one of "
+                                     f"{sorted(OFFSET_SPECS)} or a timestamp")
+                spec = OFFSET_SPECS[spec]
+            want[TopicPartition(*tp)] = int(spec)
+        found = list_offsets.list_offsets(self._conn, want, with_timestamps=True,
+                                          request_timeout_ms=self.request_timeout_ms,
+                                          retry_backoff_ms=self.retry_backoff_ms,
+                                          sleep=self._sleep)
+        return {tp: OffsetAndTimestamp(*found[tp]) for tp in want}
 
     def _list_offsets(self, want: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         """LIST_OFFSETS (-2 earliest, -1 latest/high watermark, else by timestamp); None for a
@@ -606,26 +644,3 @@ class Admin(KafkaPythonAdminMixin):
 
 
 AdminClient = Admin
-class KafkaAdminClient(Admin):
-    """kafka-python's `KafkaAdminClient`: an `Admin` whose constructor also checks that the
-    cluster is there, as kafka-python's does: it waits up to `api_version_auto_timeout_ms`
-    (kafka-python's 2000) for a bootstrap address to answer and raises
-    `riverbed.errors.NoBrokersAvailable`, naming each address and why, when none does (so `try:
-    KafkaAdminClient(...) except NoBrokersAvailable:` loops that wait for a cluster work). With
-    `api_version` given (any value: Riverbed has one protocol version) it does not check, as in
-    kafka-python. `Admin` itself connects lazily: an unreachable cluster is reported by the
-    first call."""
-
-    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
-                 api_version_auto_timeout_ms: int = API_VERSION_AUTO_TIMEOUT_MS,
-                 api_version: Any = None, **configs: Any) -> None:
-        if api_version_auto_timeout_ms <= 0:
-            raise errors.ClientError(
-                f"api_version_auto_timeout_ms={api_version_auto_timeout_ms}: must be > 0")
-        super().__init__(bootstrap_servers, **configs)
-        if api_version is None:
-            try:
-                require_gateway(self._conn, api_version_auto_timeout_ms)
-            except BaseException:
-                self.close()
-                raise
