@@ -17,8 +17,8 @@ shapes (`list_consumer_groups`, `describe_consumer_groups`, `list_consumer_group
 
 Riverbed differs where its cluster does (docs/sdk/coming-from-kafka-clients.md has the table):
 brokers are the storage nodes (their ids lead partitions), topics have no ids (topic_id None),
-configs are per topic, and the calls whose API the SDK does not have yet (delete_records,
-delete_groups, the ACL calls, transactions, features, SCRAM users, the KRaft quorum) raise
+configs are per topic, and the calls this facade does not serve (transactions, producers,
+features, SCRAM users, the KRaft quorum, list_config_resources) raise
 IncompatibleBrokerVersion, as kafka-python does against a broker without that API.
 """
 from __future__ import annotations
@@ -35,6 +35,8 @@ from riverbed.cluster import bootstrap_timeout, require_gateway
 from riverbed.consumer_groups import normalize_offsets, offsets_to_commit_request
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.kafka_python_types import (
+    ACL,
+    ACLFilter,
     AlterConfigOp,
     ConfigFilterType,
     ConfigSourceType,
@@ -514,8 +516,36 @@ class KafkaAdminClient:
 
     def delete_records(self, records_to_delete: Mapping[TopicPartition, int],
                        timeout_ms: int | None = None, partition_leader_id: int | None = None
-                       ) -> Any:
-        raise _unsupported("DeleteRecordsRequest")
+                       ) -> dict[TopicPartition, dict[str, int]]:
+        """Delete the records before each offset (-1: the high watermark) -> {TopicPartition:
+        {'partition_index', 'low_watermark', 'error_code'}}, the partition's log start offset
+        now. Partitions the cluster does not have: UnknownTopicOrPartitionError before anything
+        is deleted. A partition's error is raised after the others are done: its class for
+        one (OffsetOutOfRangeError past the high watermark), BrokerResponseError naming each
+        for several. A leader moving is retried until timeout_ms (request_timeout_ms).
+        partition_leader_id is ignored: the gateway sends each partition to its leader."""
+        timeout_ms = self._timeout_ms(timeout_ms)
+        wanted = {TopicPartition(*tp): offset for tp, offset in records_to_delete.items()}
+        if not wanted:
+            return {}
+        known = set(self._all_partitions({tp.topic for tp in wanted}))
+        unknown = [tp for tp in wanted if tuple(tp) not in known]
+        if unknown:
+            raise errors.UnknownTopicOrPartitionError(
+                "The following partitions are not known: " + ", ".join(str(tp) for tp in unknown))
+        results = self._admin._delete_records_results(wanted, timeout_ms)
+        failed = {tp: r for tp, r in results.items() if isinstance(r, errors.KafkaError)}
+        if len(failed) == 1:
+            ((tp, err),) = failed.items()
+            raise type(err)(f"Error deleting records from topic {tp.topic} partition "
+                            f"{tp.partition}")
+        if failed:
+            raise errors.BrokerResponseError(
+                "The following errors occured when trying to delete records: " + ", ".join(
+                    f"{tp.topic}(partition={tp.partition}): {type(e).__name__}"
+                    for tp, e in failed.items()))
+        return {tp: {"partition_index": tp.partition, "low_watermark": low, "error_code": 0}
+                for tp, low in results.items()}
 
     def _all_partitions(self, topics: Iterable[str] | None) -> list[tuple[str, int]]:
         return [(t["name"], p["partition_index"]) for t in self.describe_topics(
@@ -780,8 +810,13 @@ class KafkaAdminClient:
         return out
 
     def delete_groups(self, group_ids: Sequence[str], group_coordinator_id: int | None = None
-                      ) -> Any:
-        raise _unsupported("DeleteGroupsRequest")
+                      ) -> dict[str, str]:
+        """Delete groups without members, with their committed offsets -> {group_id: 'OK' or
+        the error's class name} ('NonEmptyGroupError' while it has members,
+        'GroupIdNotFoundError' for one with neither metadata nor offsets).
+        group_coordinator_id is ignored: the gateway asks each group's coordinator."""
+        return {gid: "OK" if err is None else type(err).__name__
+                for gid, err in self._admin._delete_groups_results(list(group_ids)).items()}
 
     def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, Any],
                             group_coordinator_id: int | None = None
@@ -866,16 +901,50 @@ class KafkaAdminClient:
                 out[m.member_id] = type(e)
         return out
 
+    # -- ACLs --------------------------------------------------------------------------------
+    def describe_acls(self, acl_filter: ACLFilter) -> tuple[list[ACL], type[errors.KafkaError]]:
+        """The ACLs an ACLFilter matches -> ([ACL], NoError); an error is raised
+        (ClusterAuthorizationFailedError without Describe on the cluster)."""
+        if not isinstance(acl_filter, ACLFilter):
+            raise errors.IllegalArgumentError("acl_filter must be an ACLFilter object")
+        return self._admin.describe_acls(acl_filter), errors.NoError
+
+    def create_acls(self, acls: Sequence[ACL]) -> dict[str, list[Any]]:
+        """Add ACLs -> {'succeeded': [ACL], 'failed': [error class]} (an ACL that exists
+        succeeds; one Riverbed cannot keep: InvalidRequestError; without Alter on the cluster
+        every one fails with ClusterAuthorizationFailedError)."""
+        for acl in acls:
+            if not isinstance(acl, ACL):
+                raise errors.IllegalArgumentError("acls must contain ACL objects")
+        out: dict[str, list[Any]] = {"succeeded": [], "failed": []}
+        try:
+            results = self._admin._create_acls_results(acls)
+        except errors.KafkaError as e:      # the whole request: every ACL
+            out["failed"] = [type(e)] * len(acls)
+            return out
+        for acl, err in results:
+            if err is None:
+                out["succeeded"].append(acl)
+            else:
+                out["failed"].append(type(err))
+        return out
+
+    def delete_acls(self, acl_filters: Sequence[ACLFilter]
+                    ) -> list[tuple[ACLFilter, list[ACL], type[errors.KafkaError]]]:
+        """Remove the ACLs each ACLFilter matches -> [(filter, [ACL removed], NoError or the
+        error class)] in the filters' order."""
+        for f in acl_filters:
+            if not isinstance(f, ACLFilter):
+                raise errors.IllegalArgumentError(
+                    "acl_filters must contain ACLFilter type objects")
+        try:
+            results = self._admin._delete_acls_results(acl_filters)
+        except errors.KafkaError as e:      # the whole request: every filter
+            return [(f, [], type(e)) for f in acl_filters]
+        return [(f, matched, errors.NoError if err is None else type(err))
+                for f, matched, err in results]
+
     # -- what Riverbed's SDK does not serve yet ----------------------------------------------
-    def describe_acls(self, acl_filter: Any) -> Any:
-        raise _unsupported("DescribeAclsRequest")
-
-    def create_acls(self, acls: Any) -> Any:
-        raise _unsupported("CreateAclsRequest")
-
-    def delete_acls(self, acl_filters: Any) -> Any:
-        raise _unsupported("DeleteAclsRequest")
-
     def list_transactions(self, *args: Any, **kwargs: Any) -> Any:
         raise _unsupported("ListTransactionsRequest")
 
@@ -926,5 +995,8 @@ class KafkaAdminClient:
         kafka_python_v2.alter_consumer_group_offsets(self._admin, group_id, offsets)
 
     def delete_consumer_groups(self, group_ids: Sequence[str],
-                               group_coordinator_id: int | None = None) -> Any:
-        raise _unsupported("DeleteGroupsRequest")
+                               group_coordinator_id: int | None = None
+                               ) -> list[tuple[str, type[errors.KafkaError]]]:
+        """kafka-python 2.x's: [(group_id, NoError or the error class)] (3.0: delete_groups)."""
+        return [(gid, errors.NoError if err is None else type(err))
+                for gid, err in self._admin._delete_groups_results(list(group_ids)).items()]
