@@ -130,9 +130,16 @@ def _error_text(e: errors.KafkaError) -> str:
     return f"[Error {e.code}] {type(e).__name__}: {e.message or None}"
 
 
-def _unsupported(api: str) -> errors.KafkaError:
+def _unsupported(api: str, instead: str = "") -> errors.KafkaError:
     return errors.IncompatibleBrokerVersion(
-        f"Riverbed's gateway does not serve the {api!r} Kafka protocol to the SDK yet")
+        f"Riverbed's gateway does not serve the {api!r} Kafka protocol to the SDK yet"
+        + (f" ({instead})" if instead else ""))
+
+
+# the kafka-python transaction calls whose answers Riverbed's own Admin has
+_TXN_INSTEAD = ("riverbed.admin.Admin's list_transactions / describe_transactions answer it "
+                "with Riverbed's TransactionListing / TransactionDescription")
+_SCRAM_INSTEAD = "`riverbed configs --entity-type users` manages SCRAM credentials"
 
 
 class KafkaAdminClient:
@@ -946,10 +953,10 @@ class KafkaAdminClient:
 
     # -- what Riverbed's SDK does not serve yet ----------------------------------------------
     def list_transactions(self, *args: Any, **kwargs: Any) -> Any:
-        raise _unsupported("ListTransactionsRequest")
+        raise _unsupported("ListTransactionsRequest", _TXN_INSTEAD)
 
     def describe_transactions(self, transactional_ids: Any) -> Any:
-        raise _unsupported("DescribeTransactionsRequest")
+        raise _unsupported("DescribeTransactionsRequest", _TXN_INSTEAD)
 
     def describe_producers(self, partitions: Any, broker_id: int | None = None) -> Any:
         raise _unsupported("DescribeProducersRequest")
@@ -961,10 +968,10 @@ class KafkaAdminClient:
         raise _unsupported("ListTransactionsRequest")
 
     def alter_user_scram_credentials(self, alterations: Any) -> Any:
-        raise _unsupported("AlterUserScramCredentialsRequest")
+        raise _unsupported("AlterUserScramCredentialsRequest", _SCRAM_INSTEAD)
 
     def describe_user_scram_credentials(self, users: Any = None) -> Any:
-        raise _unsupported("DescribeUserScramCredentialsRequest")
+        raise _unsupported("DescribeUserScramCredentialsRequest", _SCRAM_INSTEAD)
 
     # -- kafka-python 2.x's names whose 3.0 names differ: their 2.x shapes --------------------
     def list_consumer_groups(self, broker_ids: Sequence[int] | None = None
