@@ -229,7 +229,7 @@ class KafkaListener:
         last = self._views.get(client_host)
         seen = (brokers, offsets_partitions)
         if last is not None and last[0] == seen:
-            return last[1]                   # the same brokers as last time: the same view
+            return last[1]       # the same brokers and shards as last time: the same view
         if not any(b.node_id == self.gateway_id for b in brokers):
             me = KafkaBroker(self.gateway_id, self.advertised.host, self.advertised.port)
             brokers = tuple(sorted(brokers + (me,), key=lambda b: b.node_id))
