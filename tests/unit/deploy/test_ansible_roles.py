@@ -229,6 +229,71 @@ def test_decommission_refuses_below_the_replication_factor():
         rf.decommission_plan(CURRENT, 4, [2, 3])
 
 
+def test_decommission_plan_moves_every_instance_of_a_host_off_it():
+    plan = rf.decommission_plan(CURRENT, [4, 1], [1, 2, 3, 4, 5, 6])
+    moved = {(p["topic"], p["partition"]): p["replicas"] for p in plan["partitions"]}
+    assert all(not {1, 4} & set(r) and len(r) == len(set(r)) for r in moved.values()), moved
+    held = {(x["topic"], x["partition"]) for x in CURRENT["partitions"] if {1, 4} & set(x["replicas"])}
+    assert set(moved) == held
+    with pytest.raises(rf.RiverbedInventoryError, match="refusing to decommission storage nodes 1,4"):
+        rf.decommission_plan(CURRENT, [4, 1], [1, 2, 3, 4])
+
+
+# --- several storage-node processes on one host (riverbed_storage_instances) ----------------------
+
+def _two_instances(hostvars):
+    hostvars["rb2"]["riverbed_storage_instances"] = [
+        {"node_id": 1, "data_disks": ["/srv/riverbed/data1"]},
+        {"node_id": 5, "data_disks": ["/srv/riverbed/data2/"]}]
+    del hostvars["rb2"]["riverbed_node_id"]
+
+
+def test_a_host_runs_one_storage_node_per_listed_instance_with_its_own_id_ports_and_disks():
+    groups, hostvars, settings = _example()
+    _two_instances(hostvars)
+    mine = {s["name"]: s for s in rf.host_services("rb2", hostvars, groups, settings)}
+    assert list(mine) == ["controller-2", "storage-1", "storage-5"]      # start order kept
+    one, five = mine["storage-1"]["properties"], mine["storage-5"]["properties"]
+    assert (one["broker.id"], one["port"], one["metrics.port"]) == ("1", "9192", "9392")
+    assert (five["broker.id"], five["port"], five["metrics.port"]) == ("5", "9193", "9393")
+    assert one["log.dirs"] == "/srv/riverbed/data1/logs" and five["log.dirs"] == "/srv/riverbed/data2/logs"
+    assert mine["storage-5"]["workdir"] == "/var/lib/riverbed/storage-5"
+    assert mine["storage-5"]["endpoints"] == ["tcp://10.0.0.12:9193"]
+    assert mine["storage-5"]["argv"][-1] == "/etc/riverbed/storage-5.properties"
+    assert rf.storage_node_ids(groups["storage_node"], hostvars) == [1, 5, 2, 3, 4]
+    plan = rf.key_plan(groups["all"], hostvars, groups, settings)
+    assert plan["storage-5"] == ["tcp://10.0.0.12:9193"]
+    # the controllers count storage processes, not hosts
+    ctrl = {s["name"]: s for s in rf.host_services("rb1", hostvars, groups, settings)}["controller-1"]
+    assert ctrl["properties"]["default.replication.factor"] == "3"
+    scrape = rf.scrape_config_text(groups["all"], hostvars, groups, settings)
+    assert '"10.0.0.12:9393"' in scrape and '"10.0.0.12:9392"' in scrape
+
+
+def test_storage_instances_may_set_a_port_and_default_to_their_work_dirs_logs():
+    groups, hostvars, settings = _example()
+    hostvars["rb2"]["riverbed_storage_instances"] = [{"node_id": 7, "port": 9300}, {"node_id": 8}]
+    mine = {s["name"]: s for s in rf.host_services("rb2", hostvars, groups, settings)}
+    assert mine["storage-7"]["properties"]["port"] == "9300"
+    assert mine["storage-8"]["properties"]["port"] == "9193"
+    assert mine["storage-8"]["properties"]["log.dirs"] == "/var/lib/riverbed/storage-8/logs"
+
+
+@pytest.mark.parametrize("instances, match", [
+    ([{"node_id": 1}, {"data_disks": ["/srv/riverbed/data2"]}], r"riverbed_storage_instances\[1\] has no node_id"),
+    ([{"node_id": 1, "data_disks": ["/srv/riverbed/data1"]}, {"node_id": 5, "data_disks": ["/srv/riverbed/data1"]}],
+     "data disk /srv/riverbed/data1 is named by storage instances 1 and 5"),
+    ([{"node_id": 1, "data_disks": ["/srv/other"]}], "names data disk /srv/other, which is not one of"),
+    ([{"node_id": 1}, {"node_id": 1}], "two storage instances share a node_id"),
+    ([{"node_id": 1, "port": 9300}, {"node_id": 2, "port": 9300}], "two storage instances share a port"),
+])
+def test_bad_storage_instances_are_inventory_errors(instances, match):
+    groups, hostvars, settings = _example()
+    hostvars["rb2"]["riverbed_storage_instances"] = instances
+    with pytest.raises(rf.RiverbedInventoryError, match=match):
+        rf.host_services("rb2", hostvars, groups, settings)
+
+
 def test_reassign_output_parsing():
     out = ("Current partition replica assignment\n\n" '{"version":1,"partitions":[]}\n'
            "Proposed partition reassignment configuration\n\n" '{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1]}]}\n')
