@@ -14,9 +14,9 @@ there), so `deploy` is importable; the repository root is added to sys.path as a
 
 `settings` is a dict of the shared variables (see roles/riverbed_common/defaults/main.yml):
 ports, metrics_port_offset, data_dir, config_dir, log_dir, zookeeper_client_port,
-zookeeper_chroot, config_overrides, venv, security_protocol (CURVE unless NONE is asked for)
-and keys_dir (a host's key directory). The security keys of a service's .properties come from
-the local fleet's deploy/fleet_security.py, rooted at keys_dir.
+zookeeper_chroot, config_overrides, config_omit (keys left out), venv, security_protocol (CURVE
+unless NONE is asked for) and keys_dir (a host's key directory). The security keys of a
+service's .properties come from the local fleet's deploy/fleet_security.py, rooted at keys_dir.
 """
 from __future__ import annotations
 
@@ -166,6 +166,10 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
             if str(target).replace("-", "_") == role:
                 props.update({str(k): str(v) for k, v in kv.items()})
         props.update({str(k): str(v) for k, v in (overrides.get(name) or {}).items()})
+        for target, keys in (settings.get("config_omit") or {}).items():
+            if str(target).replace("-", "_") == role or str(target) == name:
+                for k in keys or ():
+                    props.pop(str(k), None)
         out.append({
             "name": name, "role": role, "id": index, "module": spec.module, "host": address,
             "port": ports["port"], "metrics_port": ports["metrics.port"],

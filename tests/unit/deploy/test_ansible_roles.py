@@ -191,6 +191,15 @@ def test_overrides_by_role_then_by_process():
     assert s["storage-2"]["log.segment.bytes"] == "2048"
 
 
+def test_config_omit_leaves_keys_out_by_role_or_process():
+    groups, hostvars, settings = _example()
+    settings["config_omit"] = {"gateway": ["listeners"], "storage-2": ["metrics.port"]}
+    by_name = {s["name"]: s for s in rf.all_services(groups["all"], hostvars, groups, settings)}
+    assert "listeners" not in by_name["gateway-1"]["properties"]
+    assert "metrics.port" not in by_name["storage-2"]["properties"]
+    assert "metrics.port" in by_name["storage-1"]["properties"]
+
+
 def test_a_storage_node_without_an_id_is_an_inventory_error():
     groups, hostvars, settings = _example()
     del hostvars["rb3"]["riverbed_node_id"]
