@@ -160,6 +160,8 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
         props = dict(spec.config(ctx))
         if role == "storage_node":
             props["log.dirs"] = ",".join([f"{m}/logs" for m in mounts or []] or [f"{workdir}/logs"])
+            # the host is a failure domain: replicas of a partition go to distinct racks
+            props["broker.rack"] = str(_hv(hostvars, host).get("riverbed_rack") or host)
         # as Fleet._config_for: the role's template, the security keys, then the overrides
         props.update(security.service_properties(name))
         for target, kv in overrides.items():

@@ -64,7 +64,9 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
     fleet = Fleet(tmp_path, free_base_port(), storage_nodes=4, controllers=2).configs()
     # the same keys `fleet up` writes (CURVE in both by default), security ones included
     for name, s in by_name.items():
-        assert set(s["properties"]) == set(fleet[name]), name
+        # plus broker.rack on a host (its name: a failure domain; one machine has none)
+        extra = {"broker.rack"} if s["role"] == "storage_node" else set()
+        assert set(s["properties"]) == set(fleet[name]) | extra, name
         p = s["properties"]
         assert p["security.protocol"] == "CURVE" and p["zookeeper.set.acl"] == "true"
         # the host's key directory, in the local fleet's layout
@@ -77,6 +79,7 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
     assert p["zookeeper.connect"] == "10.0.0.11:2181,10.0.0.12:2181,10.0.0.13:2181/riverbed"
     assert p["log.dirs"] == "/srv/riverbed/data1/logs,/srv/riverbed/data2/logs"   # one per disk
     assert p["port"] == "9192" and p["metrics.port"] == "9392"
+    assert p["broker.rack"] == "rb2"
     assert st["argv"] == ["/opt/riverbed/venv/bin/python", "-m", "services.storage_node",
                           "--config", "/etc/riverbed/storage-1.properties"]
     ctrl = by_name["controller-2"]["properties"]
@@ -266,6 +269,10 @@ def test_a_host_runs_one_storage_node_per_listed_instance_with_its_own_id_ports_
     assert (one["broker.id"], one["port"], one["metrics.port"]) == ("1", "9192", "9392")
     assert (five["broker.id"], five["port"], five["metrics.port"]) == ("5", "9193", "9393")
     assert one["log.dirs"] == "/srv/riverbed/data1/logs" and five["log.dirs"] == "/srv/riverbed/data2/logs"
+    assert one["broker.rack"] == five["broker.rack"] == "rb2"     # one failure domain
+    hostvars["rb2"]["riverbed_rack"] = "row-7"
+    assert {s["properties"]["broker.rack"] for s in rf.host_services("rb2", hostvars, groups, settings)
+            if s["role"] == "storage_node"} == {"row-7"}
     assert mine["storage-5"]["workdir"] == "/var/lib/riverbed/storage-5"
     assert mine["storage-5"]["endpoints"] == ["tcp://10.0.0.12:9193"]
     assert mine["storage-5"]["argv"][-1] == "/etc/riverbed/storage-5.properties"
