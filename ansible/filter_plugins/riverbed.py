@@ -284,14 +284,22 @@ def reassign_json_lines(stdout: str) -> list[dict]:
     return [json.loads(line) for line in str(stdout).splitlines() if line.strip().startswith("{")]
 
 
+def storage_racks(hosts: list[str], hostvars: Mapping) -> dict[int, str]:
+    """node id -> broker.rack (the host's riverbed_rack, else its name) of every storage node."""
+    return {int(inst["node_id"]): str(_hv(hostvars, h).get("riverbed_rack") or h)
+            for h in hosts for inst in storage_instances(hostvars, h, 0)}
+
+
 def decommission_plan(current: Mapping[str, Any], node_id: int | list[int],
-                      remaining: list[int]) -> dict[str, Any]:
+                      remaining: list[int], racks: Mapping[int, str] | None = None) -> dict[str, Any]:
     """A reassignment (Kafka's JSON) that moves every replica off `node_id` (one id, or the
     list of a host's storage instances), each to the remaining storage node with the fewest
     replicas that does not already hold that partition, keeping each partition's replica count
     and the replica's place in the list (so a preferred leader stays preferred where it was not
-    a node leaving). Only partitions that change are listed. Raises RiverbedInventoryError when
-    a partition would fall below its replication factor."""
+    a node leaving). With `racks` (node -> broker.rack), a node in a rack that already holds a
+    replica of the partition is taken only when no other is left. Only partitions that change
+    are listed. Raises RiverbedInventoryError when a partition would fall below its replication
+    factor."""
     leaving = sorted({int(n) for n in (node_id if isinstance(node_id, (list, tuple)) else [node_id])})
     nodes = sorted({int(n) for n in remaining} - set(leaving))
     parts = [(str(p["topic"]), int(p["partition"]), [int(r) for r in p["replicas"]])
@@ -312,6 +320,9 @@ def decommission_plan(current: Mapping[str, Any], node_id: int | list[int],
             if r not in leaving:
                 continue
             candidates = [n for n in nodes if n not in new]
+            if racks:
+                held = {racks.get(x) for x in new if x not in leaving}
+                candidates = [n for n in candidates if racks.get(n) not in held] or candidates
             if not candidates:
                 raise RiverbedInventoryError(
                     f"refusing to decommission {what}: {topic}-{partition} has replication "
@@ -332,5 +343,6 @@ class FilterModule:
                 "riverbed_reassign_json_lines": reassign_json_lines,
                 "riverbed_decommission_plan": decommission_plan,
                 "riverbed_storage_node_ids": storage_node_ids,
+                "riverbed_storage_racks": storage_racks,
                 "riverbed_key_plan": key_plan, "riverbed_client_properties_text": client_properties_text,
                 "riverbed_host_key_bundle": host_key_bundle, "riverbed_missing_acl_grants": missing_acl_grants}

@@ -251,6 +251,17 @@ def test_decommission_plan_moves_every_instance_of_a_host_off_it():
         rf.decommission_plan(CURRENT, [4, 1], [1, 2, 3, 4])
 
 
+def test_decommission_plan_keeps_a_partitions_replicas_on_distinct_racks():
+    racks = {1: "h2", 5: "h2", 2: "h3", 3: "h4", 4: "h5", 6: "h6"}
+    current = {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [4, 1, 2]},
+                                            {"topic": "t", "partition": 1, "replicas": [4, 3, 6]}]}
+    plan = rf.decommission_plan(current, 4, [1, 2, 3, 5, 6], racks)
+    moved = {p["partition"]: p["replicas"] for p in plan["partitions"]}
+    assert 5 not in moved[0] and len({racks[r] for r in moved[0]}) == 3     # not h2 again
+    # without racks the least loaded node (5 holds nothing) would have been taken
+    assert rf.decommission_plan(current, 4, [1, 2, 3, 5, 6])["partitions"][0]["replicas"][0] == 5
+
+
 # --- several storage-node processes on one host (riverbed_storage_instances) ----------------------
 
 def _two_instances(hostvars):
