@@ -111,9 +111,11 @@ def cmd_verify(a) -> dict:
     ack_times = sorted(t + wall for ts in vp.ack_times.values() for t in ts)
     out = {"ok": report.ok, "describe": report.describe(), "acked": report.acked,
            "read": report.read, "lost": len(report.lost), "out_of_order": len(report.out_of_order),
-           "duplicates": report.duplicates, "failed": dict(vp.failed), "ack_times": ack_times}
+           "duplicates": report.duplicates, "failed": dict(vp.failed), "ack_times": ack_times,
+           "ack_times_by_partition": {str(p): [t + wall for t in ts] for p, ts in vp.ack_times.items()}}
     pathlib.Path(a.out).write_text(json.dumps(out))
     out.pop("ack_times")
+    out.pop("ack_times_by_partition")
     return out
 
 

@@ -52,6 +52,10 @@ PROCESSES = {"h1": ["zookeeper", "controller-1", "gateway-1"],
              "h2": ["zookeeper", "controller-2", "storage-1", "storage-5"],
              "h3": ["zookeeper", "storage-2", "group-coordinator-1", "gateway-2"],
              "h4": ["storage-3", "offset-manager-1"], "h5": ["storage-4"]}
+# The layout before issue 24 (rolling_restart_gaps.py --classic-layout measures it): one
+# gateway, and h2's two disks as two log dirs of one storage node.
+CLASSIC_LAYOUT = {**LAYOUT, "gateway": ["h1"]}
+CLASSIC_STORAGE_IDS = {"h2": [1], "h3": [2], "h4": [3], "h5": [4]}
 FAST_OVERRIDES = {
     # Quick failure detection and controlled-shutdown retries (as the fault ring's fleet).
     "storage_node": {"replica.lag.time.max.ms": "4000", "replica.fetch.wait.max.ms": "200",
@@ -59,7 +63,8 @@ FAST_OVERRIDES = {
 }
 
 
-def host_vars_of(bed: TestBed, name: str, layout: dict[str, list[str]]) -> dict:
+def host_vars_of(bed: TestBed, name: str, layout: dict[str, list[str]],
+                 storage_ids: dict[str, list[int]] = STORAGE_IDS) -> dict:
     h = {x.name: x for x in bed.hosts}[name]
     # remote tmp private to each host (a bind mount), unlike root's home on this shared file
     # system; set per host so that the control machine's own (localhost) tasks keep theirs.
@@ -68,7 +73,7 @@ def host_vars_of(bed: TestBed, name: str, layout: dict[str, list[str]]) -> dict:
         hv["zookeeper_myid"] = int(name[1:])
     disks = [d for d in h.disks if d.mount.startswith("/srv/riverbed/")]
     hv["riverbed_data_disks"] = [{"device": d.device, "fstype": d.fstype, "mount": d.mount} for d in disks]
-    ids = STORAGE_IDS.get(name, [])
+    ids = storage_ids.get(name, [])
     if len(ids) == 1:
         hv["riverbed_node_id"] = ids[0]
     elif ids:   # one storage-node process per data disk
@@ -83,8 +88,9 @@ def host_vars_of(bed: TestBed, name: str, layout: dict[str, list[str]]) -> dict:
 
 
 def write_inventory(bed: TestBed, path: pathlib.Path, wheelhouse: pathlib.Path,
-                    layout: dict[str, list[str]], extra_vars: dict | None = None) -> None:
-    host_vars = {h.name: host_vars_of(bed, h.name, layout) for h in bed.hosts}
+                    layout: dict[str, list[str]], extra_vars: dict | None = None,
+                    storage_ids: dict[str, list[int]] = STORAGE_IDS) -> None:
+    host_vars = {h.name: host_vars_of(bed, h.name, layout, storage_ids) for h in bed.hosts}
     inv = {"all": {
         "vars": {
             "ansible_user": "root",
@@ -120,13 +126,14 @@ class Deployment:
     """The test bed with the fleet of LAYOUT on it; see the module's docstring."""
 
     def __init__(self, workdir: pathlib.Path | None = None, *, repo: pathlib.Path = REPO,
-                 extra_vars: dict | None = None):
+                 extra_vars: dict | None = None, classic: bool = False):
         # Not under pytest's basetemp: other pytest runs on this shared machine prune old ones.
         self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="riverbed-deploy-"))
         self.repo = pathlib.Path(repo)
         # inventory variables on top of the test bed's (e.g. riverbed_config_omit for an older
         # build that refuses keys it does not know)
         self.extra_vars = dict(extra_vars or {})
+        self.classic = classic       # CLASSIC_LAYOUT: figures of the layout before issue 24
         self.bed: TestBed | None = None
         self.inventory = self.workdir / "inventory" / "hosts.yml"
         self.wheelhouse = self.workdir / "wheelhouse"
@@ -168,7 +175,11 @@ class Deployment:
             for name, types in DISKS.items():
                 for i, fstype in enumerate(types, start=1):
                     bed.add_disk(hosts[name], fstype, f"/srv/riverbed/data{i}")
-            write_inventory(bed, self.inventory, self.wheelhouse, LAYOUT, self.extra_vars)
+            if self.classic:
+                write_inventory(bed, self.inventory, self.wheelhouse, CLASSIC_LAYOUT, self.extra_vars,
+                                CLASSIC_STORAGE_IDS)
+            else:
+                write_inventory(bed, self.inventory, self.wheelhouse, LAYOUT, self.extra_vars)
             # site.yml writes it (the `client` key); every SDK client of the tests uses it
             bed.client_properties = self.keys_dir / "client.properties"
         except BaseException:
@@ -259,17 +270,31 @@ def restart_windows(bed: TestBed, since: float) -> list[tuple[float, str]]:
     return sorted(out)
 
 
-def gaps_per_host(windows: list[tuple[float, str]], acks: list[float]) -> dict[str, dict]:
+def _longest_gap(acks: list[float], t0: float, t1: float) -> tuple[float, float]:
+    """(gap, its start) of the longest gap between two acks in [t0, t1], counting the last ack
+    before t0 and the first after t1 (a window without any ack is one long gap)."""
+    inside = [t for t in acks if t0 <= t <= t1]
+    before = [t for t in acks if t < t0][-1:]
+    after = [t for t in acks if t > t1][:1]
+    series = before + inside + after
+    return max(((b - a, a) for a, b in zip(series, series[1:])), default=(0.0, t0))
+
+
+def gaps_per_host(windows: list[tuple[float, str]], acks: list[float],
+                  by_partition: dict[str, list[float]] | None = None) -> dict[str, dict]:
     """Per restarted host: the longest gap between two acknowledgements while it was the one
-    being restarted (from its first 'stopping' until the next host's), with where it was."""
+    being restarted (from its first 'stopping' until the next host's), with where it was; with
+    `by_partition`, also the longest gap within one partition (what a keyed writer waits: the
+    first figure hides a stalled partition behind the others' acks)."""
     acks = sorted(acks)
     out = {}
     for i, (t0, h) in enumerate(windows):
         t1 = windows[i + 1][0] if i + 1 < len(windows) else acks[-1]
-        inside = [t for t in acks if t0 <= t <= t1]
-        before = [t for t in acks if t < t0][-1:]
-        after = [t for t in acks if t > t1][:1]     # a window without any ack is one long gap
-        series = before + inside + after
-        gap, at = max(((b - a, a) for a, b in zip(series, series[1:])), default=(0.0, t0))
+        gap, at = _longest_gap(acks, t0, t1)
         out[h] = {"gap_s": round(gap, 2), "from": at, "to": at + gap}
+        if by_partition:
+            per = {p: _longest_gap(sorted(ts), t0, t1) for p, ts in by_partition.items()}
+            worst = max(per, key=lambda p: per[p][0])
+            out[h].update(partition_gap_s=round(per[worst][0], 2), partition=int(worst),
+                          partition_from=per[worst][1], partition_to=per[worst][1] + per[worst][0])
     return out

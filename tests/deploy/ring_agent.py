@@ -26,14 +26,13 @@ goes on.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import socket
 import sys
 import threading
 import time
-import traceback
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "fault"))
 
 POLL_S = 0.05
@@ -230,28 +229,18 @@ class Agent:
 
 
 def main() -> int:
+    from json_lines import serve
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--zk", required=True)
     a = ap.parse_args()
     agent = Agent(a.bootstrap, a.zk)
-    print(json.dumps({"ok": True, "ready": True}), flush=True)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            cmd = json.loads(line)
-            op = cmd.pop("op")
-            if op == "quit":
-                break
-            out = {"ok": True, **getattr(agent, f"op_{op}")(**cmd)}
-        except Exception as e:  # noqa: BLE001 - answered; the agent goes on
-            traceback.print_exc(file=sys.stderr)
-            out = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        print(json.dumps(out), flush=True)
-    if agent.vp is not None:
-        agent.vp.stop(timeout_s=10)
-    agent.poller.close()
+    try:
+        serve(agent)
+    finally:
+        if agent.vp is not None:
+            agent.vp.stop(timeout_s=10)
+        agent.poller.close()
     return 0
 
 

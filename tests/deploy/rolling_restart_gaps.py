@@ -27,7 +27,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 TOPIC = "rolling"
-PARTITIONS = 12
+PARTITIONS = 3       # as the deploy test's topic
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d+)")
 
 
@@ -48,42 +48,47 @@ def _lines_between(path: pathlib.Path, t0: float, t1: float, label: str) -> list
     return out
 
 
-def one_round(dep, n: int, rate: float) -> dict:
+def one_round(dep, n: int, rate: float, partitions: int = 12, producer: str = "defaults") -> dict:
     from deployment import gaps_per_host, restart_windows
     bed, work = dep.bed, dep.workdir
     client = [sys.executable, str(HERE / "deploy_client.py")]
     stop, ready, result = work / f"r{n}.stop", work / f"r{n}.ready", work / f"r{n}.json"
     plog = work / f"r{n}-producer.log"
     since = time.time()
-    producer = bed.client_popen(client + [
-        "verify", "--bootstrap", dep.bootstrap, "--topic", TOPIC, "--partitions", str(PARTITIONS),
+    proc = bed.client_popen(client + [
+        "verify", "--bootstrap", dep.bootstrap, "--topic", TOPIC, "--partitions", str(partitions),
         "--out", str(result), "--stop-file", str(stop), "--ready-file", str(ready),
-        "--rate", str(rate), "--sdk-defaults", "--log-level", "INFO"], plog)
+        "--rate", str(rate), "--log-level", "INFO"]
+        + (["--sdk-defaults"] if producer == "defaults" else []), plog)
     try:
         deadline = time.monotonic() + 120
         while not ready.exists():
-            if producer.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the producer did not start: {plog.read_text()[-2000:]}")
             time.sleep(0.2)
         rr = bed.ansible("rolling-restart.yml", dep.inventory, timeout=1800)
     finally:
         stop.write_text("stop\n")
-        producer.wait(timeout=600)
+        proc.wait(timeout=600)
     report = json.loads(result.read_text())
     acks = report.pop("ack_times")
     windows = restart_windows(bed, since)
-    gaps = gaps_per_host(windows, acks)
+    gaps = gaps_per_host(windows, acks, report.pop("ack_times_by_partition"))
     for host, g in gaps.items():
-        t0, t1 = g["from"] - 1, g["to"] + 1
+        t0, t1 = g["partition_from"] - 1, g["partition_to"] + 1
         lines = _lines_between(plog, t0, t1, "producer")
         for h in bed.hosts:
             for log in sorted(h.private("var-log-riverbed").glob("*.log")):
                 lines += _lines_between(log, t0, t1, f"{h.name}/{log.stem}")
         (work / f"gap-r{n}-{host}.txt").write_text(
-            f"round {n}, {host}: longest gap {g['gap_s']} s from {g['from']:.3f} to {g['to']:.3f}\n"
+            f"round {n}, {host}: longest gap {g['gap_s']} s from {g['from']:.3f} to {g['to']:.3f}; "
+            f"in one partition {g['partition_gap_s']} s (partition {g['partition']}) from "
+            f"{g['partition_from']:.3f} to {g['partition_to']:.3f}\n"
             + "\n".join(line for _, line in sorted(lines)) + "\n")
-    out = {"round": n, "rolling_restart_s": round(rr.elapsed_s, 1),
+    out = {"round": n, "producer": producer, "partitions": partitions,
+           "rolling_restart_s": round(rr.elapsed_s, 1),
            "gap_s_per_host": {h: g["gap_s"] for h, g in gaps.items()},
+           "partition_gap_s_per_host": {h: g["partition_gap_s"] for h, g in gaps.items()},
            **{k: report[k] for k in ("acked", "lost", "duplicates", "out_of_order", "failed")}}
     print(json.dumps(out), flush=True)
     return out
@@ -96,21 +101,33 @@ def main() -> int:
     ap.add_argument("--repo", type=pathlib.Path, default=REPO)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rate", type=float, default=200.0)
+    ap.add_argument("--partitions", type=int, default=PARTITIONS)
+    ap.add_argument("--producers", default="defaults",
+                    help="comma-separated, a round each: 'defaults' (acks=all, the SDK's defaults) "
+                         "or 'verifier' (one request in flight, 10 s request timeout: the deploy "
+                         "test's before issue 24)")
+    ap.add_argument("--classic-layout", action="store_true",
+                    help="the test bed's layout before issue 24: one gateway, one storage node per host")
+    ap.add_argument("--config-omit", default="",
+                    help="JSON riverbed_config_omit for an older --repo (e.g. "
+                         "'{\"gateway\": [\"listeners\"], \"storage_node\": [\"broker.rack\"]}')")
     ap.add_argument("--hold", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
-    dep = Deployment(repo=args.repo)
+    dep = Deployment(repo=args.repo, extra_vars={"riverbed_config_omit": json.loads(args.config_omit)}
+                     if args.config_omit else None, classic=args.classic_layout)
     print(f"work dir {dep.workdir}", file=sys.stderr, flush=True)
     rounds = []
     dep.build()
     try:
         dep.site()
         dep.bed.client_run([sys.executable, str(HERE / "deploy_client.py"), "topic", "--bootstrap",
-                            dep.bootstrap, "--topic", TOPIC, "--partitions", str(PARTITIONS),
+                            dep.bootstrap, "--topic", TOPIC, "--partitions", str(args.partitions),
                             "--replication-factor", "3"], timeout=300)
         dep.wait_healthy()
         for n in range(1, args.rounds + 1):
-            rounds.append(one_round(dep, n, args.rate))
+            for producer in args.producers.split(","):
+                rounds.append(one_round(dep, len(rounds) + 1, args.rate, args.partitions, producer))
         cmd = dep.workdir / "cmd"
         while args.hold:
             print(f"holding: write rr, upgrade or quit to {cmd}", file=sys.stderr, flush=True)
@@ -127,7 +144,8 @@ def main() -> int:
                 dep.wait_healthy()
                 print("upgraded", file=sys.stderr, flush=True)
             elif what == "rr":
-                rounds.append(one_round(dep, len(rounds) + 1, args.rate))
+                for producer in args.producers.split(","):
+                    rounds.append(one_round(dep, len(rounds) + 1, args.rate, args.partitions, producer))
     finally:
         dep.failed = True      # keep the evidence
         dep.close()

@@ -276,8 +276,10 @@ def test_rolling_restart_under_an_idempotent_producer_loses_nothing(bed):
     # Unavailability per host: the longest gap between two acknowledgements while that host was
     # the one being restarted (from its first 'stopping' until the next host's).
     windows = restart_windows(bed, since)
-    gaps = {h: g["gap_s"] for h, g in gaps_per_host(windows, report["ack_times"]).items()}
-    State.figures["rolling_restart_longest_ack_gap_s_per_host"] = gaps
+    gaps = gaps_per_host(windows, report["ack_times"], report["ack_times_by_partition"])
+    State.figures["rolling_restart_longest_ack_gap_s_per_host"] = {h: g["gap_s"] for h, g in gaps.items()}
+    State.figures["rolling_restart_longest_partition_ack_gap_s_per_host"] = {
+        h: g["partition_gap_s"] for h, g in gaps.items()}
     State.figures["rolling_restart_records"] = {k: report[k] for k in ("acked", "read", "lost", "duplicates", "out_of_order")}
     assert {h for _, h in windows} == {h.name for h in bed.hosts}, windows   # every host restarted
     assert report["ok"], report["describe"]
@@ -341,13 +343,32 @@ def test_the_fleet_survives_losing_one_zookeeper(bed):
     assert bed.ssh(h3, "/opt/riverbed/bin/riverbedctl status zookeeper", check=False).returncode == 0
 
 
+def _longest_partition_gap(report: dict, t0: float, t1: float) -> float:
+    worst = 0.0
+    for ts in report["ack_times_by_partition"].values():
+        series = [t0] + [t for t in ts if t0 <= t <= t1] + [t1]
+        worst = max(worst, max(b - a for a, b in zip(series, series[1:])))
+    return round(worst, 2)
+
+
+def _records_ok(report: dict) -> None:
+    assert report["ok"], report["describe"]
+    assert report["lost"] == 0 and report["out_of_order"] == 0 and report["duplicates"] == 0, report["describe"]
+
+
 def test_decommission_moves_every_partition_off_the_node(bed):
     leaving = host("h5")   # storage node 4
     before = client("describe", "--bootstrap", State.bootstrap)["partitions"]
     on_it = [p for p in before if 4 in p["replicas"]]
     assert on_it, "storage node 4 holds no partition: nothing to move"
-    bed.ansible("decommission-storage-node.yml", State.inventory, "-e", "riverbed_decommission_host=h5",
-                timeout=1200)
+    with _verifying_producer(bed, "dec", "--sdk-defaults") as report:
+        t0 = time.time()
+        dec = bed.ansible("decommission-storage-node.yml", State.inventory, "-e",
+                          "riverbed_decommission_host=h5", timeout=1200)
+        t1 = time.time()
+    State.figures["decommission_s"] = round(dec.elapsed_s, 1)
+    State.figures["decommission_longest_partition_ack_gap_s"] = _longest_partition_gap(report, t0, t1)
+    _records_ok(report)
     after = {(p["topic"], p["partition"]): p for p in client("describe", "--bootstrap", State.bootstrap)["partitions"]}
     for p in before:
         q = after[(p["topic"], p["partition"])]
@@ -375,8 +396,15 @@ def test_add_storage_node_rejoins_and_takes_partitions(bed):
     already holds a file system, which is kept (never reformatted), and partitions move onto it."""
     device = host("h5").disks[0].device
     uuid_before = run(["blkid", "-p", "-o", "value", "-s", "UUID", device]).stdout.strip()
-    joined = bed.ansible("add-storage-node.yml", State.inventory, "-e", "riverbed_new_host=h5", timeout=1200)
+    with _verifying_producer(bed, "add", "--sdk-defaults") as report:
+        t0 = time.time()
+        joined = bed.ansible("add-storage-node.yml", State.inventory, "-e", "riverbed_new_host=h5",
+                             timeout=1200)
+        t1 = time.time()
     assert all(r["failed"] == 0 for r in joined.recap().values())
+    State.figures["add_storage_node_s"] = round(joined.elapsed_s, 1)
+    State.figures["add_storage_node_longest_partition_ack_gap_s"] = _longest_partition_gap(report, t0, t1)
+    _records_ok(report)
     assert run(["blkid", "-p", "-o", "value", "-s", "UUID", device]).stdout.strip() == uuid_before
     parts = client("describe", "--bootstrap", State.bootstrap)["partitions"]
     assert any(4 in p["replicas"] for p in parts), parts

@@ -33,8 +33,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import signal
-import subprocess
 import sys
 import time
 
@@ -42,6 +40,7 @@ import pytest
 
 import netfaults
 from deploy_testbed import unavailable_reason
+from json_lines import LineClient
 
 pytestmark = [pytest.mark.deploy, pytest.mark.netfault, pytest.mark.timeout(1800)]
 
@@ -58,57 +57,16 @@ HEAL_WAIT_S = 180.0
 RESULTS: list[dict] = []      # conftest.py prints them in the terminal summary
 
 
-class Agent:
-    """ring_agent.py in the client namespace, one JSON line each way per command."""
-
-    def __init__(self, deployment, log: pathlib.Path):
-        self.log = log
-        self.proc = deployment.bed.client_popen_pipes(
-            [sys.executable, str(HERE / "ring_agent.py"), "--bootstrap", deployment.bootstrap,
-             "--zk", deployment.zk_connect], log)
-        first = self._line(timeout_s=120)
-        assert first.get("ready"), first
-
-    def _line(self, timeout_s: float) -> dict:
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        try:
-            if not sel.select(timeout_s):
-                raise AssertionError(f"the ring agent did not answer within {timeout_s:.0f} s; "
-                                     f"its log: {self.log.read_text()[-3000:]}")
-        finally:
-            sel.close()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise AssertionError(f"the ring agent exited (rc {self.proc.poll()}): "
-                                 f"{self.log.read_text()[-3000:]}")
-        return json.loads(line)
-
-    def call(self, op: str, timeout_s: float = 300, **kw) -> dict:
-        self.proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
-        self.proc.stdin.flush()
-        out = self._line(timeout_s)
-        if not out.pop("ok"):
-            raise AssertionError(f"ring agent {op}: {out['error']}")
-        return out
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None:
-                self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired, ValueError):
-            pass
-        finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+def start_agent(deployment, log: pathlib.Path) -> LineClient:
+    """ring_agent.py in the client namespace (json_lines.py: one JSON line each way a command)."""
+    proc = deployment.bed.client_popen_pipes(
+        [sys.executable, str(HERE / "ring_agent.py"), "--bootstrap", deployment.bootstrap,
+         "--zk", deployment.zk_connect], log)
+    return LineClient(proc, log, ready_timeout_s=120)
 
 
 class Ring:
-    def __init__(self, deployment, agent: Agent):
+    def __init__(self, deployment, agent: LineClient):
         self.d = deployment
         self.bed = deployment.bed
         self.agent = agent
@@ -252,7 +210,7 @@ def isr_figures(timeline: list[dict], t_cut: float, t_heal: float, t_end: float)
 @pytest.fixture(scope="module")
 def ring(deployment):
     deployment.ensure_deployed()
-    agent = Agent(deployment, deployment.workdir / "ring-agent.log")
+    agent = start_agent(deployment, deployment.workdir / "ring-agent.log")
     try:
         agent.call("topic", name=TOPIC, assignment={str(p): r for p, r in ASSIGNMENT.items()},
                    configs={"min.insync.replicas": "2"})

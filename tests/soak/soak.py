@@ -35,6 +35,7 @@ import datetime
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +48,7 @@ REPO = HERE.parents[1]
 for extra in (HERE, REPO / "tests" / "fault", REPO / "tests" / "deploy", REPO):
     sys.path.insert(0, str(extra))
 
+from json_lines import LineClient  # noqa: E402
 from soak_check import check_processes, verdict  # noqa: E402
 from soak_schedule import KINDS, Fault, describe, generate  # noqa: E402
 
@@ -56,54 +58,6 @@ FULL_DISK_LEAVE_BYTES = 4 << 20      # below log.dir.free.bytes.min (16 MB by de
 
 
 # --- the clients ---------------------------------------------------------------------------------
-
-class Workload:
-    """soak_workload.py: JSON lines each way; one caller at a time."""
-
-    def __init__(self, proc: subprocess.Popen, log: pathlib.Path):
-        self.proc, self.log = proc, log
-        self.lock = threading.Lock()
-        first = self._line(180)
-        if not first.get("ready"):
-            raise RuntimeError(f"the workload did not start: {first}")
-
-    def _line(self, timeout_s: float) -> dict:
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        try:
-            if not sel.select(timeout_s):
-                raise RuntimeError(f"the workload did not answer within {timeout_s:.0f} s; "
-                                   f"see {self.log}")
-        finally:
-            sel.close()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the workload exited (rc {self.proc.poll()}); see {self.log}")
-        return json.loads(line)
-
-    def call(self, op: str, timeout_s: float = 600, **kw) -> dict:
-        with self.lock:
-            self.proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
-            self.proc.stdin.flush()
-            out = self._line(timeout_s)
-        if not out.pop("ok"):
-            raise RuntimeError(f"workload {op}: {out['error']}")
-        return out
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None:
-                self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=30)
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            pass
-        finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
 
 # --- targets -------------------------------------------------------------------------------------
 
@@ -165,7 +119,7 @@ class LocalTarget:
     def bootstrap(self) -> list[str]:
         return [self.fleet.process(n).endpoint for n in self.fleet.names() if n.startswith("gateway-")]
 
-    def workload(self, log: pathlib.Path) -> Workload:
+    def workload(self, log: pathlib.Path) -> LineClient:
         f = open(log, "ab")
         try:
             proc = subprocess.Popen([sys.executable, str(HERE / "soak_workload.py"), "--bootstrap",
@@ -174,10 +128,10 @@ class LocalTarget:
                                     start_new_session=True)
         finally:
             f.close()
-        return Workload(proc, log)
+        return LineClient(proc, log)
 
     def alive(self, name: str) -> bool:
-        return self.fleet._alive(self.fleet.process(name))
+        return name in self.fleet.running()
 
     def apply(self, fault: Fault) -> None:
         if fault.kind in ("sigkill", "gateway_kill"):
@@ -270,10 +224,10 @@ class TestbedTarget:
         d = self.deployment
         return [f"tcp://{d.host(h).address}:9092" for h in ("h1", "h3")]
 
-    def workload(self, log: pathlib.Path) -> Workload:
+    def workload(self, log: pathlib.Path) -> LineClient:
         proc = self.deployment.bed.client_popen_pipes(
             [sys.executable, str(HERE / "soak_workload.py"), "--bootstrap", ",".join(self.bootstrap())], log)
-        return Workload(proc, log)
+        return LineClient(proc, log)
 
     def _pid(self, name: str) -> int | None:
         host, proc = self._procs()[name]
@@ -554,6 +508,10 @@ def run(args) -> int:
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     write_plot(out / "throughput.png", report)
     v = report["verdict"]
+    if v["ok"]:    # keep the services' logs, drop their data
+        for d in (work / "fleet").glob("*"):
+            if d.is_dir() and d.name != "logs":
+                shutil.rmtree(d, ignore_errors=True)
     print(json.dumps({"ok": v["ok"], "records": v["records"], "commits": v["commits"],
                       "processes": v["processes"], "consumer_caught_up": v["consumer_caught_up"],
                       "faults": len(faults), "fault_errors": v["fault_errors"],

@@ -18,10 +18,9 @@ it goes on, with a new consumer if the old one is closed.
 """
 from __future__ import annotations
 
-import array
 import argparse
+import array
 import collections
-import json
 import pathlib
 import sys
 import threading
@@ -31,6 +30,7 @@ import traceback
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[0] / "fault"))
+sys.path.insert(0, str(HERE.parents[0] / "deploy"))
 
 from soak_check import check_commits, parse_seq, records_json  # noqa: E402
 
@@ -199,24 +199,11 @@ class Workload:
 
 
 def main() -> int:
+    from json_lines import serve
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True, help="comma-separated gateway endpoints")
     a = ap.parse_args()
-    w = Workload(a.bootstrap.split(","))
-    print(json.dumps({"ok": True, "ready": True}), flush=True)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        try:
-            cmd = json.loads(line)
-            op = cmd.pop("op")
-            if op == "quit":
-                break
-            out = {"ok": True, **getattr(w, f"op_{op}")(**cmd)}
-        except Exception as e:  # noqa: BLE001 - answered; the process goes on
-            traceback.print_exc(file=sys.stderr)
-            out = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        print(json.dumps(out), flush=True)
+    serve(Workload(a.bootstrap.split(",")))
     return 0
 
 
