@@ -186,7 +186,9 @@ def test_kafka_clients_over_sasl_ssl_through_the_deployed_gateway(bed):
     props = dict(line.split("=", 1) for line in conf.read_text().splitlines()
                  if line and not line.startswith("#"))
     h1 = host("h1").address
-    assert props["bootstrap.servers"] == f"{h1}:9093" and props["security.protocol"] == "SASL_SSL"
+    gateways = {f"{host(h).address}:9093" for h in LAYOUT["gateway"]}
+    assert set(props["bootstrap.servers"].split(",")) == gateways, props
+    assert props["security.protocol"] == "SASL_SSL"
     assert props["ssl.ca.location"] == str(keys / "kafka-ca.pem")
     gw = bed_ssh(host("h1"), "cat /etc/riverbed/gateway-1.properties")
     assert f"listeners=SASL_SSL://{h1}:9093" in gw.splitlines()
@@ -198,7 +200,8 @@ def test_kafka_clients_over_sasl_ssl_through_the_deployed_gateway(bed):
                        capture_output=True, text=True, timeout=120, env=bed.client_env())
     assert r.returncode == 0, r.stderr
     r = bed.client_run(["kcat", "-F", str(conf), "-L", "-J", "-t", topic], timeout=120)
-    assert [b["id"] for b in json.loads(r.stdout)["brokers"]] == [1], r.stdout
+    assert sorted(b["id"] for b in json.loads(r.stdout)["brokers"]) \
+        == list(range(1, len(LAYOUT["gateway"]) + 1)), r.stdout
     r = bed.client_run(["kcat", "-F", str(conf), "-C", "-t", topic, "-o", "beginning", "-e",
                         "-q", "-f", "%k:%s\n"], timeout=120)
     assert sorted(r.stdout.split()) == sorted(lines)
