@@ -2,7 +2,7 @@
 and the cluster.
 
 Import it as `riverbed.admin.Admin` (or `riverbed.Admin`). kafka-python 3.0's KafkaAdminClient
-is a facade over it (riverbed.kafka_python_admin); this module never imports that one.
+is a facade over it (riverbed.admin.kafka_python); this module never imports that one.
 
 Every call is synchronous over one gateway (which forwards topic admin to the active
 controller). Per-topic errors raise the matching riverbed.errors class naming the topic (the
@@ -34,7 +34,7 @@ from riverbed import list_offsets, log_dirs
 from riverbed.acl_bindings import MATCH_EVERY_ACL, acl_from_pb, acl_to_pb, filter_to_pb
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.log_dirs import NodeLogDirs
-from riverbed.wire.security import secure_channel_factory
+from riverbed.wire.client import secure_channel_factory
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
     GroupDescription,
@@ -78,7 +78,7 @@ class Admin:
     cluster. describe_configs, alter_configs and create_partitions also take kafka-python 2.x's
     (and aiokafka's) forms (`[ConfigResource]`, `{topic: NewPartitions}`) with their result
     shapes (riverbed.kafka_python_v2); kafka-python 3.0's KafkaAdminClient is a facade over this
-    class (riverbed.kafka_python_admin). Synchronous; one thread at a time. It belongs to the
+    class (riverbed.admin.kafka_python). Synchronous; one thread at a time. It belongs to the
     process that created it: after os.fork() the child's copy raises errors.ForkedClientError
     from every call."""
 

@@ -15,7 +15,7 @@ from riverbed._proto.v1 import controller_pb2, group_pb2, header_pb2, list_offse
     metadata_pb2, offset_pb2
 from riverbed.admin import (AlterConfigOp, ConfigResource, ConfigResourceType, MemberToRemove,
                             NewPartitions, NewTopic, OffsetSpec, OffsetTimestamp)
-from riverbed.kafka_python_admin import ProtocolStruct
+from riverbed.admin.kafka_python import ProtocolStruct
 from riverbed.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 ApiKey = header_pb2.ApiKey
