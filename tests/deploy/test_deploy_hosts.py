@@ -23,6 +23,7 @@ import pathlib
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
