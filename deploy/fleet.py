@@ -40,6 +40,10 @@ here need no settings.
 `role_modules={"storage_node": "pkg.module" | "/path/to/script.py"}` replaces a role's program
 (tests use tests/integration/fake_service.py before the real services exist). Adding a role
 is one entry in ROLES.
+
+The roles, their ports and config templates are deploy/fleet_roles.py; ACLs, the SCRAM user and
+client settings the FleetAccess mixin (deploy/fleet_access.py); the status's view of the cluster
+deploy/cluster_view.py. This module re-exports their public names.
 """
 from __future__ import annotations
 
@@ -55,10 +59,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from deploy.process import (LaunchError, free_port_block, is_alive, is_ours, port_accepts, send_signal, spawn,
+from deploy.process import (LaunchError, is_alive, is_ours, port_accepts, send_signal, spawn,
                             stop_all, tail, wait_for)
-from deploy.fleet_security import (CLIENT_GRANTS, CLIENT_KEY_NAME, KAFKA_CLIENT_USER,
-                                   KAFKA_SASL_MECHANISMS, ClientEnv, FleetSecurity)
+from deploy.cluster_view import ClusterView
+from deploy.fleet_access import FleetAccess
+from deploy.fleet_roles import (  # noqa: F401 - re-exported: deploy.fleet's names
+    KAFKA_LISTENER_PORTS, METRICS_PORT_OFFSET, OFFSETS_TOPIC_NUM_PARTITIONS, PORT_SPAN, ROLES,
+    SESSION_TIMEOUT_MS, TRANSACTION_STATE_NUM_PARTITIONS, ConfigContext, RoleSpec, free_base_port,
+    kafka_listeners)
+from deploy.fleet_security import ClientEnv, FleetSecurity
 from deploy.prometheus import scrape_config, target_of
 from deploy.zookeeper import ZooKeeperServer, ruok
 
@@ -73,7 +82,6 @@ ZK_NAME = "zookeeper"
 ZK_ROLE = "zookeeper"
 ZK_PORT_OFFSET = 1
 ZK_CHROOT = "/riverbed"
-SESSION_TIMEOUT_MS = 6000
 READY_TIMEOUT_S = 30.0
 # Services get this long after SIGTERM before SIGKILL: enough to close a ZooKeeper session
 # and flush logs; a storage node that needs longer is a bug to fix, not a timeout to raise.
@@ -82,148 +90,6 @@ STOP_GRACE_S = 10.0
 
 class FleetError(LaunchError):
     """The fleet cannot do what was asked (already running, port taken, unknown name...)."""
-
-
-# --- roles --------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class ConfigContext:
-    """What a config template may use."""
-    index: int                 # 1-based within the role; also the service's id
-    host: str
-    ports: Mapping[str, int]   # "port" plus any extra ports of the role (e.g. "pub.port")
-    workdir: pathlib.Path      # D/<name>
-    zk_connect: str            # with the chroot
-    role_counts: Mapping[str, int]
-
-
-@dataclasses.dataclass(frozen=True)
-class RoleSpec:
-    role: str                                    # "storage_node" (also `services.<role>`)
-    prefix: str                                  # process names are f"{prefix}-{index}"
-    module: str                                  # run as `python -m module --config FILE`
-    port_offsets: Callable[[int], Mapping[str, int]]  # index -> {"port": off, ...} from base
-    config: Callable[[ConfigContext], dict[str, str]]  # the .properties template
-    default_count: int
-    max_count: int
-
-
-def _zk_keys(ctx: ConfigContext) -> dict[str, str]:
-    return {"zookeeper.connect": ctx.zk_connect,
-            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
-
-
-def _metrics_keys(ctx: ConfigContext) -> dict[str, str]:
-    port = ctx.ports.get("metrics.port")
-    return {} if port is None else {"metrics.port": str(port)}
-
-
-def _controller_config(ctx: ConfigContext) -> dict[str, str]:
-    storage = ctx.role_counts.get("storage_node", 0)
-    return {"controller.id": str(ctx.index), "host.name": ctx.host,
-            "port": str(ctx.ports["port"]), "pub.port": str(ctx.ports["pub.port"]),
-            **_metrics_keys(ctx),
-            **_zk_keys(ctx),
-            "num.partitions": "1",
-            # As many replicas as the fleet has storage nodes, at most 3 (Kafka's usual choice).
-            "default.replication.factor": str(max(1, min(3, storage))),
-            "auto.create.topics.enable": "true", "delete.topic.enable": "true"}
-
-
-def _storage_config(ctx: ConfigContext) -> dict[str, str]:
-    return {"broker.id": str(ctx.index), "host.name": ctx.host, "port": str(ctx.ports["port"]),
-            **_metrics_keys(ctx), "log.dirs": str(ctx.workdir / "logs"), **_zk_keys(ctx),
-            # `fleet down` stops every storage node at once, so controlled shutdown cannot move
-            # leaderships anywhere and each node retries controlled.shutdown.max.retries times;
-            # Kafka's 5000 ms backoff would outlast the launcher's stop grace. 1000 ms keeps a
-            # rolling `fleet stop NAME` meaningful and `down` quick.
-            "controlled.shutdown.retry.backoff.ms": "1000"}
-
-
-# The gateways' Kafka listeners by port key: (security protocol, its port in ctx.ports).
-KAFKA_LISTENER_PORTS = (("PLAINTEXT", "kafka.port"), ("SASL_SSL", "kafka.sasl_ssl.port"))
-
-
-def kafka_listeners(host: str, ports: Mapping[str, int]) -> list[str]:
-    """The Kafka listeners planned by a gateway's ports: `PROTOCOL://host:port`."""
-    return [f"{proto}://{host}:{ports[key]}" for proto, key in KAFKA_LISTENER_PORTS
-            if key in ports]
-
-
-def _gateway_config(ctx: ConfigContext) -> dict[str, str]:
-    # The Kafka listeners (services/gateway/kafka) on the gateway's host, one per planned port:
-    # a local fleet has PLAINTEXT and SASL_SSL, Ansible's hosts SASL_SSL unless told otherwise.
-    # The SASL_SSL listener's TLS files come with the security keys (FleetSecurity).
-    return {"gateway.id": str(ctx.index), "host.name": ctx.host, "port": str(ctx.ports["port"]),
-            "listeners": ",".join(kafka_listeners(ctx.host, ctx.ports)),
-            **_metrics_keys(ctx), **_zk_keys(ctx)}
-
-
-# __consumer_offsets partitions (shards) in a local fleet: Kafka's default is 50; 10 keeps the
-# first start quick (fewer partitions to create, elect and load) and still spreads groups over
-# several coordinator instances. Both sharded roles must agree on it (same template below).
-OFFSETS_TOPIC_NUM_PARTITIONS = 10
-
-
-def _offsets_topic_keys(ctx: ConfigContext) -> dict[str, str]:
-    storage = ctx.role_counts.get("storage_node", 0)
-    return {"offsets.topic.num.partitions": str(OFFSETS_TOPIC_NUM_PARTITIONS),
-            "offsets.topic.replication.factor": str(max(1, min(3, storage)))}
-
-
-def _group_coordinator_config(ctx: ConfigContext) -> dict[str, str]:
-    return {"group.coordinator.id": str(ctx.index), "host.name": ctx.host,
-            "port": str(ctx.ports["port"]), **_metrics_keys(ctx), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
-
-
-def _offset_manager_config(ctx: ConfigContext) -> dict[str, str]:
-    return {"offset.manager.id": str(ctx.index), "host.name": ctx.host,
-            "port": str(ctx.ports["port"]), **_metrics_keys(ctx), **_zk_keys(ctx), **_offsets_topic_keys(ctx)}
-
-
-# __transaction_state partitions in a local fleet: Kafka's default is 50; 10 for the same reason
-# as __consumer_offsets above. Replication as many as the fleet's storage nodes, at most 3, and
-# min.insync.replicas 2 (Kafka's transaction.state.log.min.isr) when there are 3.
-TRANSACTION_STATE_NUM_PARTITIONS = 10
-
-
-def _transaction_coordinator_config(ctx: ConfigContext) -> dict[str, str]:
-    storage = ctx.role_counts.get("storage_node", 0)
-    rf = max(1, min(3, storage))
-    return {"transaction.coordinator.id": str(ctx.index), "host.name": ctx.host,
-            "port": str(ctx.ports["port"]), **_metrics_keys(ctx), **_zk_keys(ctx),
-            "transaction.state.log.num.partitions": str(TRANSACTION_STATE_NUM_PARTITIONS),
-            "transaction.state.log.replication.factor": str(rf),
-            "transaction.state.log.min.isr": str(min(2, rf))}
-
-
-# Start order is this order; stop order is the reverse (gateways first, controllers last),
-# with ZooKeeper before all of them and after all of them.
-ROLES: dict[str, RoleSpec] = {spec.role: spec for spec in (
-    RoleSpec("controller", "controller", "services.controller",
-             lambda i: {"port": 9 + i, "pub.port": 19 + i}, _controller_config, 2, 10),
-    RoleSpec("storage_node", "storage", "services.storage_node",
-             lambda i: {"port": 100 + i}, _storage_config, 3, 99),
-    RoleSpec("group_coordinator", "group-coordinator", "services.group_coordinator",
-             lambda i: {"port": 29 + i}, _group_coordinator_config, 1, 10),
-    RoleSpec("offset_manager", "offset-manager", "services.offset_manager",
-             lambda i: {"port": 39 + i}, _offset_manager_config, 1, 10),
-    RoleSpec("transaction_coordinator", "transaction-coordinator",
-             "services.transaction_coordinator", lambda i: {"port": 69 + i},
-             _transaction_coordinator_config, 1, 10),
-    RoleSpec("gateway", "gateway", "services.gateway",
-             lambda i: {"port": 0 if i == 1 else i, "kafka.port": 49 + i,
-                        "kafka.sasl_ssl.port": 59 + i}, _gateway_config, 1, 9),
-)}
-
-
-METRICS_PORT_OFFSET = 200   # a service's metrics.port is its port + 200
-PORT_SPAN = 400  # P .. P+399 hold every planned port
-
-
-def free_base_port(host: str = "127.0.0.1") -> int:
-    """A base port whose whole plan (P .. P+399) is free now: for tests."""
-    return free_port_block(PORT_SPAN, host)
 
 
 def parse_config_overrides(items: Iterable[str] | None) -> dict[str, dict[str, str]]:
@@ -278,7 +144,7 @@ def _atomic_write_json(path: pathlib.Path, obj: Any) -> None:
 
 # --- the fleet ----------------------------------------------------------------------------------
 
-class Fleet:
+class Fleet(FleetAccess):
     def __init__(self, data_dir: str | os.PathLike, base_port: int, *, storage_nodes: int = 3,
                  controllers: int = 2, gateways: int = 1, counts: Mapping[str, int] | None = None,
                  config_overrides: Mapping[str, Mapping[str, str]] | Iterable[str] | None = None,
@@ -589,114 +455,11 @@ class Fleet:
                 raise LaunchError(f"{rec.name} ({rec.role}, pid {rec.pid}) exited after it was "
                                   f"ready; last lines of {rec.log}:\n" + tail(pathlib.Path(rec.log)))
 
-    def _ensure_chroot(self) -> None:
-        from services.common import zk as zkmod  # deploy may use services; the SDK may not
-        # with CURVE the chroot is created with the fleet's ACL (zookeeper.set.acl)
-        client = zkmod.connect(self.zk_connect, timeout_s=self.ready_timeout_s,
-                               session_timeout_ms=SESSION_TIMEOUT_MS,
-                               auth=self.security.zk_auth())
-        zkmod.close(client)
-
-    def _grant_operator(self) -> None:
-        """With CURVE, ACLs are enforced and nothing is open by default
-        (allow.everyone.if.no.acl.found=false): the fleet's own client key — the operator's,
-        which `make run`, the tools and the tests use — gets every operation on every topic,
-        group, transactional id and the cluster, written before any gateway starts. It is not
-        a super user: ClusterAction stays with the services' keys. Other keys get what
-        `riverbed acls` gives them.
-
-        The gateways' PLAINTEXT Kafka listeners (bound to the fleet's host) authenticate no
-        one: their clients are User:ANONYMOUS. Where that host is a loopback address, as in
-        Kafka's quickstart, User:ANONYMOUS connecting from that address gets the same grants,
-        so kcat and other Kafka clients on this machine work; from elsewhere it gets
-        nothing."""
-        if not self.security.curve:
-            return
-        from services.common import zk as zkmod
-        from services.common.acl import store
-        from services.common.acl.authorizer import (WILDCARD, AclEntry, Operation, Permission,
-                                                    ResourcePattern, ResourceType)
-        client = zkmod.connect(self.zk_connect, timeout_s=self.ready_timeout_s,
-                               session_timeout_ms=SESSION_TIMEOUT_MS, create_chroot=False,
-                               auth=self.security.zk_auth())
-        try:
-            entries = [AclEntry(f"User:{CLIENT_KEY_NAME}", WILDCARD, Operation.ALL, Permission.ALLOW)]
-            if self.kafka_sasl_ssl_bootstrap_servers:
-                entries.append(AclEntry(f"User:{KAFKA_CLIENT_USER}", WILDCARD, Operation.ALL,
-                                        Permission.ALLOW))
-            if self.host.startswith("127.") and any(r.extra.get("kafka_listeners")
-                                                    for r in self._records.values()):
-                entries.append(AclEntry("User:ANONYMOUS", self.host, Operation.ALL,
-                                        Permission.ALLOW))
-            for rtype, name in CLIENT_GRANTS:      # the Ansible roles grant the same
-                store.add_acls(client, ResourcePattern(ResourceType(rtype), name), entries)
-        finally:
-            zkmod.close(client)
-
-    def _kafka_tls_names(self) -> dict[str, list[str]]:
-        """Each gateway with a SASL_SSL listener -> the names its certificate holds: the host
-        it advertises (and localhost with a loopback address)."""
-        out = {}
-        for r in self._records.values():
-            if r.role == "gateway" and "kafka.sasl_ssl.port" in r.extra.get("ports", {}):
-                names = [self.host] + (["DNS:localhost"] if self.host.startswith("127.") else [])
-                out[r.name] = names
-        return out
-
-    def _ensure_kafka_user(self) -> None:
-        """The SCRAM user Kafka clients of the SASL_SSL listeners log in as (KAFKA_CLIENT_USER,
-        with SCRAM-SHA-256 and SCRAM-SHA-512 credentials of one password, kept across `up`s),
-        and D/security/kafka-client.conf naming it. Written in ZooKeeper before any gateway
-        starts (`riverbed configs` writes the same znode)."""
-        bootstrap = self.kafka_sasl_ssl_bootstrap_servers
-        if not bootstrap:
-            return
-        import secrets as _secrets
-
-        from services.common import zk as zkmod
-        from services.common.acl import layout, scram, store
-        password = self.security.kafka_client_password()
-        client = zkmod.connect(self.zk_connect, timeout_s=self.ready_timeout_s,
-                               session_timeout_ms=SESSION_TIMEOUT_MS, create_chroot=False,
-                               auth=self.security.zk_auth())
-        try:
-            try:
-                current = layout.decode_config(
-                    client.get(layout.config_path("users", KAFKA_CLIENT_USER))[0])
-            except Exception:  # noqa: BLE001 - none yet (or unreadable): written below
-                current = {}
-            set_ = {}
-            for mech in KAFKA_SASL_MECHANISMS:
-                try:
-                    ok = scram.verify_password(mech, scram.decode_credential(current[mech]),
-                                               password)
-                except (KeyError, scram.ScramConfigError):
-                    ok = False
-                if not ok:
-                    set_[mech] = scram.encode_credential(scram.make_credential(
-                        mech, password, _secrets.token_bytes(scram.SALT_BYTES)))
-            if set_:
-                store.alter_config(client, "users", KAFKA_CLIENT_USER, set_=set_)
-        finally:
-            zkmod.close(client)
-        self.security.write_kafka_client_conf(bootstrap, password)
-
     def _service_endpoints(self) -> dict[str, list[str]]:
         """Each service's endpoints (its ROUTER, and its PUB if any): in its certificate."""
         return {r.name: [r.endpoint] + ([r.extra["pub_endpoint"]] if r.extra.get("pub_endpoint")
                                         else [])
                 for r in self._records.values() if r.role != ZK_ROLE}
-
-    @property
-    def zk_auth(self):
-        """The fleet's ZooKeeper credentials (services.common.zk.ZkAuth): pass as `auth=` to
-        zk.connect to change znodes of a CURVE fleet (anonymous sessions may only read)."""
-        return self.security.zk_auth()
-
-    def client_config(self) -> dict[str, str]:
-        """What an SDK client of this fleet needs, as keyword arguments (security_protocol,
-        curve_secret_key_file, curve_server_keys_dir)."""
-        return {k.replace(".", "_"): v for k, v in self.security.client_properties().items()}
 
     def _spawn(self, rec: ProcessRecord, zk: ZooKeeperServer | None = None) -> None:
         if rec.role == ZK_ROLE:
@@ -834,61 +597,3 @@ class Fleet:
 
     def __exit__(self, *exc) -> None:
         self.down()
-
-
-class ClusterView:
-    """Reads the active controller and partition leaders from ZooKeeper, keeping one session."""
-
-    def __init__(self, zk_connect: str, timeout_s: float = 3.0):
-        self.zk_connect = zk_connect
-        self.timeout_s = timeout_s
-        self._client = None
-
-    def close(self) -> None:
-        if self._client is not None:
-            from services.common import zk as zkmod
-            zkmod.close(self._client)
-            self._client = None
-
-    def read(self) -> tuple[int | None, list[dict[str, Any]]]:
-        from kazoo.exceptions import KazooException, NoNodeError
-
-        from services.common import zk as zkmod
-        from services.common import znodes as zn
-        try:
-            if self._client is None or not self._client.connected:
-                self.close()
-                self._client = zkmod.connect(self.zk_connect, timeout_s=self.timeout_s,
-                                             create_chroot=False)
-            c = self._client
-            controller = None
-            try:
-                data, _ = c.get(zn.CONTROLLER)
-                controller = zn.decode_controller(data).controller_id
-            except (NoNodeError, zn.ZnodeDataError):
-                pass
-            partitions = []
-            try:
-                topics = sorted(c.get_children(zn.BROKER_TOPICS))
-            except NoNodeError:
-                topics = []
-            for topic in topics:
-                try:
-                    assignment = zn.decode_topic_assignment(c.get(zn.topic_path(topic))[0])
-                except (NoNodeError, zn.ZnodeDataError, ValueError):
-                    continue
-                for p in assignment:
-                    leader, isr = None, []
-                    try:
-                        st = zn.decode_partition_state(c.get(zn.partition_state_path(topic, p))[0])
-                        leader = st.leader if st.leader >= 0 else None
-                        isr = list(st.isr)
-                    except (NoNodeError, zn.ZnodeDataError):
-                        pass
-                    partitions.append({"topic": topic, "partition": p, "leader": leader,
-                                       "isr": isr, "replicas": list(assignment[p])})
-            return controller, partitions
-        except (KazooException, zkmod.ZkConnectError, OSError) as e:
-            log.debug("reading cluster state failed: %s", e)
-            self.close()
-            return None, []

@@ -93,6 +93,8 @@ from riverbed.committed_offsets import (
     CommittedOffsets,
     MemberState,
 )
+from riverbed.cooperative_join import _BACKGROUND_JOIN_POLL_MS, CooperativeJoin
+from riverbed.group_heartbeat import _HEARTBEAT_ANSWER_POLL_MS, GroupHeartbeats
 from riverbed.structs import OffsetAndMetadata, TopicPartition
 from riverbed.subscription_state import SubscriptionState
 
@@ -105,13 +107,6 @@ log = logging.getLogger(__name__)
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
 CONSUMER_PROTOCOL_TYPE = "consumer"
-_REQUEST_TIMED_OUT = E.Value("REQUEST_TIMED_OUT")
-# While a cooperative join is in flight, poll() looks for its answer at least this often.
-_BACKGROUND_JOIN_POLL_MS = 10.0
-# While a long-polled heartbeat is in flight, poll() looks for its answer at least this often:
-# a rebalance is noticed this much after the coordinator said so, at most (poll() waits on the
-# fetch channel, not on the coordinator's), for ~20 cheap wake-ups a second.
-_HEARTBEAT_ANSWER_POLL_MS = 50.0
 
 # ------------------------------------------------------------------------------- membership
 
@@ -119,10 +114,11 @@ _HEARTBEAT_ANSWER_POLL_MS = 50.0
 _GROUP_SPAN_NAMES = {ApiKey.JOIN_GROUP: "JoinGroup", ApiKey.SYNC_GROUP: "SyncGroup"}
 
 
-class GroupMembership(CommittedOffsets):
+class GroupMembership(GroupHeartbeats, CooperativeJoin, CommittedOffsets):
     """One consumer's group membership (join, sync, heartbeats, leave); its committed offsets
-    (commits, auto-commit, OFFSET_FETCH) are the CommittedOffsets half. Owned by a Consumer;
-    not thread-safe."""
+    (commits, auto-commit, OFFSET_FETCH) are the CommittedOffsets half, its heartbeats the
+    GroupHeartbeats mixin (riverbed.group_heartbeat), the non-blocking cooperative join the
+    CooperativeJoin mixin (riverbed.cooperative_join). Owned by a Consumer; not thread-safe."""
 
     def __init__(self, subscriptions: SubscriptionState, *, group_id: str, client_id: str,
                  bootstrap: Sequence[str] | str | None, channel_factory: Callable | None = None,
@@ -504,92 +500,11 @@ class GroupMembership(CommittedOffsets):
         self._complete_join(assigned)
         return True
 
-    # -- cooperative join (KIP-429) ----------------------------------------------------------
-    def _background_join(self) -> None:
-        """One step of a cooperative join that never waits: start it (JoinGroup sent), or pass
-        the answer that arrived to its steps and send the next request (SyncGroup), or finish
-        it. The owned partitions stay assigned and fetched throughout."""
-        now = self._clock()
-        if self._bg_steps is None:
-            if now < self._bg_next_ms:
-                return
-            self._last_owned = self.assigned
-            self._forget_heartbeat()        # the join ends this generation's heartbeats
-            try:
-                self.ensure_coordinator(now + self.retry_backoff_ms)
-            except errors.KafkaError as e:
-                if not (e.retriable or e.code in _COORDINATOR_LOST):
-                    raise
-                self._bg_next_ms = now + self.retry_backoff_ms
-                return
-            self._bg_steps = self._join_and_sync_steps()
-            self._bg_send(next(self._bg_steps))
-            return
-        self._receive_background()
-        resp, self._bg_response = self._bg_response, None
-        if resp is None:
-            return
-        self._bg_corr = None
-        try:
-            if not resp.ok:
-                raise errors.for_code(resp.error_code, resp.error_message)
-            try:
-                self._bg_send(self._bg_steps.send(resp.body))
-                return
-            except StopIteration as done:
-                joined = bool(done.value)
-        except errors.KafkaError as e:
-            self._bg_steps = None
-            if not (e.retriable or e.code in _COORDINATOR_LOST):
-                raise
-            if e.code in _COORDINATOR_LOST or e.code == _REQUEST_TIMED_OUT:
-                self._coordinator_lost(str(e))
-            log.info("[group=%s] cooperative join: %s; retrying", self.group_id, e)
-            joined = False
-        self._bg_steps = None
-        if not joined:
-            if not self.member_id:
-                self._lose_partitions()     # not a member any more: join afresh, owning nothing
-            self._bg_next_ms = self._clock() + self.retry_backoff_ms
-
-    def _bg_send(self, request: tuple[int, Any, int]) -> None:
-        api, body, timeout_ms = request
-        assert self._conn is not None
-        self._bg_corr = self._conn.channel.send(api, body, timeout_ms=timeout_ms)
-
-    def _receive_background(self) -> None:
-        """Read what arrived on the coordinator channel: the join's answer is kept for
-        _background_join, async commits are completed."""
-        if self._conn is None:
-            return
-        chan = self._conn.channel
-        while self._bg_response is None:
-            resp = chan.recv(0)
-            if resp is None:
-                return
-            if resp.correlation_id == self._bg_corr:
-                self._bg_response = resp
-            else:
-                self._commit_answered(resp)
-
     def _unmatched_response(self, resp) -> None:
         if self._bg_corr is not None and resp.correlation_id == self._bg_corr:
             self._bg_response = resp
         elif self._hb_corr is not None and resp.correlation_id == self._hb_corr:
             self._hb_response = resp
-
-    def _lose_partitions(self) -> None:
-        """The generation is gone while partitions were owned (cooperative): they may belong to
-        others already; no commit, on_partitions_lost (Kafka's onPartitionsLost)."""
-        if self.assigned:
-            self._invoke_listener("on_partitions_lost", set(self.assigned))
-        self._paused_across_rebalance |= {tp for tp, st in self._subs.assignment.items()
-                                          if st.paused}
-        self._subs.assign(())
-        self.assigned = frozenset()
-        self._last_owned = frozenset()
-        self.state = MemberState.REBALANCING
-        self.rejoin_needed = True
 
     def _complete_join(self, assigned: frozenset[TopicPartition]) -> None:
         subs = self._subs
@@ -625,103 +540,7 @@ class GroupMembership(CommittedOffsets):
         self._invoke_listener("on_partitions_assigned", set(added))
         # positions: init_positions() from poll (a failure there must not cause a rejoin)
 
-    # -- heartbeat / leave -----------------------------------------------------------------
-    @property
-    def heartbeat_in_flight(self) -> bool:
-        """True while a HEARTBEAT waits for its answer (a long poll the coordinator may hold)."""
-        return self._hb_corr is not None
-
-    def heartbeat_if_due(self) -> None:
-        """Act on a heartbeat's answer that arrived, and send a HEARTBEAT if one is due while
-        this member is stable (nothing else: no join, no commit). For a client whose application
-        may be idle between polls (riverbed.aio's consumer runs it from a task of its loop, as
-        aiokafka sends heartbeats)."""
-        if not self.subscribed:
-            return
-        self._receive_heartbeat()
-        if (self.state is MemberState.STABLE and not self.rejoin_needed
-                and self._bg_steps is None and self._hb_corr is None
-                and self._clock() >= self._next_heartbeat_ms):
-            self.heartbeat()
-
-    def heartbeat(self) -> int:
-        """Send one HEARTBEAT (a long poll unless heartbeat_long_poll is off) and act on its
-        answer if it is already there; returns the error code acted upon (0 while the answer is
-        still to come: a later poll() or heartbeat_if_due() acts on it)."""
-        if self._hb_corr is not None:
-            return 0                        # one at a time: the next follows its answer
-        now = self._clock()
-        # the earliest next one, also when the answer comes sooner (never faster than Kafka's)
-        self._next_heartbeat_ms = now + self.heartbeat_interval_ms
-        if self.state is not MemberState.STABLE:
-            return 0
-        wait_ms = self.heartbeat_interval_ms if self.heartbeat_long_poll else 0
-        try:
-            conn = self.ensure_coordinator(now + self.heartbeat_interval_ms)
-            self._hb_sent_ms = self._clock()
-            self._hb_wait_ms = wait_ms
-            self._hb_corr = conn.channel.send(ApiKey.HEARTBEAT, group_pb2.HeartbeatRequest(
-                group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
-                max_wait_ms=wait_ms),
-                timeout_ms=wait_ms + min(self.request_timeout_ms, self.session_timeout_ms // 2))
-        except errors.KafkaError as e:
-            return self._heartbeat_answered(e.code, now)
-        return self._receive_heartbeat()
-
-    def _receive_heartbeat(self) -> int:
-        """Read what arrived on the coordinator channel (async commits are completed) and act on
-        the heartbeat's answer if it is there; its error code, or 0."""
-        if self._hb_corr is None:
-            return 0
-        if self._hb_response is None and self._conn is not None:
-            chan = self._conn.channel
-            # (an async commit's answer may close the channel: coordinator lost)
-            while self._hb_response is None and self._hb_corr is not None and not chan.closed:
-                resp = chan.recv(0)
-                if resp is None:
-                    break
-                self._commit_answered(resp)   # the heartbeat's answer lands in _hb_response
-        resp, self._hb_response = self._hb_response, None
-        if resp is None:
-            return 0
-        self._hb_corr = None
-        answered = self._clock()
-        if resp.ok:
-            code = resp.body.error_code
-            # the time beyond the wait the coordinator was asked to hold it (Kafka's response time)
-            elapsed = answered - self._hb_sent_ms
-            self.metrics.heartbeat(elapsed - min(elapsed, self._hb_wait_ms), answered)
-        else:
-            code = resp.error_code
-        return self._heartbeat_answered(code, answered)
-
-    def _forget_heartbeat(self) -> None:
-        """Stop waiting for the HEARTBEAT in flight (its answer, if it comes, is dropped)."""
-        self._hb_corr = None
-        self._hb_response = None
-
-    def _heartbeat_answered(self, code: int, now: float) -> int:
-        """Act on a heartbeat's error code (0 = the session goes on)."""
-        if code == 0:
-            self.last_heartbeat_ok_ms = now
-        elif code in (_REBALANCE, _ILLEGAL_GENERATION):
-            log.info("[group=%s gen=%d] heartbeat: %s: rejoining", self.group_id,
-                     self.generation_id, E.Name(code))
-            self.rejoin_needed = True
-        elif code == _UNKNOWN_MEMBER:
-            log.info("[group=%s] member %s is no longer in the group: rejoining", self.group_id,
-                     self.member_id)
-            self._reset_generation()
-            self.rejoin_needed = True
-        elif code in _COORDINATOR_LOST:
-            self._coordinator_lost(E.Name(code))
-            self._next_heartbeat_ms = now + self.retry_backoff_ms
-        elif code == _LOADING:
-            self._next_heartbeat_ms = now + self.retry_backoff_ms
-        else:
-            log.warning("[group=%s] heartbeat failed: %s", self.group_id, E.Name(code))
-        return code
-
+    # -- leave ---------------------------------------------------------------------------
     def leave_group(self) -> None:
         """LEAVE_GROUP once (errors ignored: the session would expire anyway). Pipelined beside a
         held heartbeat, not behind it: the coordinator answers that one too when we leave."""

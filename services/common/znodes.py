@@ -44,13 +44,27 @@ authorizer in `services/common/acl/layout.py`: `/kafka-acl/<ResourceType>/<name>
 `/kafka-acl-extended/prefixed/<ResourceType>/<name>`, `/kafka-acl-changes/acl_changes_<seq>`,
 `/kafka-acl-extended-changes/acl_changes_<seq>`, `/config/users/<user>`,
 `/config/clients/<client-id>`, `/config/changes/config_change_<seq>` (all persistent).
+
+The paths themselves live in `znode_paths.py` and the JSON primitives the codecs share in
+`znode_json.py`; this module re-exports both, so import everything from here.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from services.common.znode_json import (
+    ZnodeDataError, _dump, _field, _int_list, _load, _timestamp)
+from services.common.znode_paths import (
+    ADMIN, BROKER_IDS, BROKER_TOPICS, BROKERS, CLUSTER, CLUSTER_ID, CONFIG, CONFIG_TOPICS,
+    CONTROLLER, CONTROLLER_EPOCH, DELETE_TOPICS, GATEWAYS, GROUP_COORDINATORS,
+    LATEST_PRODUCER_ID_BLOCK, LOG_DIR_EVENT_NOTIFICATION, LOG_DIR_EVENT_PREFIX, OFFSET_MANAGERS,
+    PERSISTENT_PATHS, PREFERRED_REPLICA_ELECTION, REASSIGN_PARTITIONS, SHARD_ROLE_ROOTS,
+    TRANSACTION_COORDINATORS, _int_id, broker_path, delete_topic_path, gateway_path,
+    partition_path, partition_state_path, partitions_path, shard_epoch_path, shard_epochs_path,
+    shard_instance_path, shard_instances_path, shard_owner_path, shard_owners_path,
+    topic_config_path, topic_path)
 
 __all__ = [
     "ZnodeDataError", "ZNODES", "ZnodeSpec", "PERSISTENT_PATHS",
@@ -79,190 +93,6 @@ __all__ = [
     "LATEST_PRODUCER_ID_BLOCK", "ProducerIdBlockInfo", "encode_producer_id_block",
     "decode_producer_id_block", "encode_log_dir_event", "decode_log_dir_event",
 ]
-
-
-class ZnodeDataError(ValueError):
-    """A znode's bytes do not decode as the payload its path promises."""
-
-    def __init__(self, what: str, reason: str, data: bytes | None = None):
-        shown = "" if data is None else f" (data: {data[:80]!r})"
-        super().__init__(f"bad {what} znode payload: {reason}{shown}")
-        self.what = what
-        self.reason = reason
-
-
-# --- paths ------------------------------------------------------------------------------------
-
-BROKERS = "/brokers"
-BROKER_IDS = "/brokers/ids"
-BROKER_TOPICS = "/brokers/topics"
-# Kafka's log-dir failure channel (KIP-112): a storage node whose log dir failed creates a
-# sequential child here; the controller re-reads /brokers/ids (whose data now names the node's
-# offline partitions) and deletes the child.
-LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
-LOG_DIR_EVENT_PREFIX = "log_dir_event_"
-CONTROLLER = "/controller"
-CONTROLLER_EPOCH = "/controller_epoch"
-CONFIG = "/config"
-CONFIG_TOPICS = "/config/topics"
-ADMIN = "/admin"
-DELETE_TOPICS = "/admin/delete_topics"
-REASSIGN_PARTITIONS = "/admin/reassign_partitions"
-PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
-GATEWAYS = "/riverbed/gateways"
-CLUSTER = "/cluster"
-CLUSTER_ID = "/cluster/id"
-LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-# Roots of the sharded roles (each has ids/ and shards/ below it; transaction coordinators also
-# epochs/).
-GROUP_COORDINATORS = "/riverbed/group_coordinators"
-OFFSET_MANAGERS = "/riverbed/offset_managers"
-TRANSACTION_COORDINATORS = "/riverbed/transaction_coordinators"
-SHARD_ROLE_ROOTS = (GROUP_COORDINATORS, OFFSET_MANAGERS, TRANSACTION_COORDINATORS)
-
-# Parents that should exist before anyone watches their children (Kafka's PersistentZkPaths).
-PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, DELETE_TOPICS, GATEWAYS, CLUSTER,
-                    LOG_DIR_EVENT_NOTIFICATION)
-
-
-def _name(kind: str, value: str) -> str:
-    if not value or "/" in value or value in (".", ".."):
-        raise ValueError(f"invalid {kind} {value!r} for a znode path")
-    return value
-
-
-def _int_id(kind: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"invalid {kind} {value!r}")
-    return value
-
-
-def broker_path(broker_id: int) -> str:
-    return f"{BROKER_IDS}/{_int_id('broker id', broker_id)}"
-
-
-def topic_path(topic: str) -> str:
-    return f"{BROKER_TOPICS}/{_name('topic', topic)}"
-
-
-def partitions_path(topic: str) -> str:
-    return f"{topic_path(topic)}/partitions"
-
-
-def partition_path(topic: str, partition: int) -> str:
-    return f"{partitions_path(topic)}/{_int_id('partition', partition)}"
-
-
-def partition_state_path(topic: str, partition: int) -> str:
-    return f"{partition_path(topic, partition)}/state"
-
-
-def topic_config_path(topic: str) -> str:
-    return f"{CONFIG_TOPICS}/{_name('topic', topic)}"
-
-
-def delete_topic_path(topic: str) -> str:
-    return f"{DELETE_TOPICS}/{_name('topic', topic)}"
-
-
-def gateway_path(gateway_id: int) -> str:
-    return f"{GATEWAYS}/{_int_id('gateway id', gateway_id)}"
-
-
-def _role_root(root: str) -> str:
-    if root not in SHARD_ROLE_ROOTS:
-        raise ValueError(f"{root!r} is not a sharded role's root")
-    return root
-
-
-def shard_instances_path(root: str) -> str:
-    """`<root>/ids`: the live instances of a sharded role (GROUP_COORDINATORS, OFFSET_MANAGERS)."""
-    return f"{_role_root(root)}/ids"
-
-
-def shard_instance_path(root: str, instance_id: int) -> str:
-    return f"{shard_instances_path(root)}/{_int_id('instance id', instance_id)}"
-
-
-def shard_owners_path(root: str) -> str:
-    """`<root>/shards`: one ephemeral child per owned shard."""
-    return f"{_role_root(root)}/shards"
-
-
-def shard_owner_path(root: str, shard: int) -> str:
-    return f"{shard_owners_path(root)}/{_int_id('shard', shard)}"
-
-
-def shard_epochs_path(root: str) -> str:
-    """`<root>/epochs`: one persistent child per shard whose version is the shard's coordinator
-    epoch (set by each instance that takes the shard)."""
-    return f"{_role_root(root)}/epochs"
-
-
-def shard_epoch_path(root: str, shard: int) -> str:
-    return f"{shard_epochs_path(root)}/{_int_id('shard', shard)}"
-
-
-# --- JSON helpers -----------------------------------------------------------------------------
-
-def _dump(obj: Mapping[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=False).encode()
-
-
-def _load(what: str, data: bytes | None) -> dict[str, Any]:
-    if data is None:
-        raise ZnodeDataError(what, "no data")
-    try:
-        obj = json.loads(bytes(data).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as e:
-        raise ZnodeDataError(what, f"not JSON: {e}", data) from None
-    if not isinstance(obj, dict):
-        raise ZnodeDataError(what, f"expected a JSON object, got {type(obj).__name__}", data)
-    _version(what, obj, data)
-    return obj
-
-
-def _version(what: str, obj: Mapping[str, Any], data: bytes) -> int:
-    v = obj.get("version")
-    if isinstance(v, str) and v.isdigit():  # /cluster/id writes it as a string, as Kafka does
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ZnodeDataError(what, f"missing or invalid version {obj.get('version')!r}", data)
-    return v
-
-
-def _field(what: str, obj: Mapping[str, Any], key: str, typ: type | tuple[type, ...], data: bytes,
-           *, optional: bool = False, default: Any = None) -> Any:
-    if key not in obj or obj[key] is None:
-        if optional:
-            return default
-        raise ZnodeDataError(what, f"missing field {key!r}", data)
-    value = obj[key]
-    if isinstance(value, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
-        raise ZnodeDataError(what, f"field {key!r} has type bool", data)
-    if not isinstance(value, typ):
-        raise ZnodeDataError(what, f"field {key!r} has type {type(value).__name__}", data)
-    return value
-
-
-def _int_list(what: str, value: Any, key: str, data: bytes) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(
-            isinstance(x, int) and not isinstance(x, bool) for x in value):
-        raise ZnodeDataError(what, f"field {key!r} must be a list of integers", data)
-    return tuple(value)
-
-
-def _timestamp(what: str, obj: Mapping[str, Any], data: bytes) -> int:
-    # Kafka writes timestamps as strings of milliseconds; accept numbers too.
-    raw = obj.get("timestamp")
-    if raw is None:
-        return 0
-    try:
-        if isinstance(raw, bool):
-            raise ValueError
-        return int(raw)
-    except (TypeError, ValueError):
-        raise ZnodeDataError(what, f"invalid timestamp {raw!r}", data) from None
 
 
 # --- /brokers/ids/<id> (ephemeral) ------------------------------------------------------------

@@ -18,7 +18,8 @@ it. Blocks of ids are claimed through /latest_producer_id_block on the ZooKeeper
 (shell/producer_ids_store.py, a versioned write: blocks never overlap, even across failovers):
 one claim on election, then whenever the allocator asks (prefetch at 90% used). A request that
 finds no id waits for the running claim and is answered once more; the claim is not fenced by
-/controller_epoch and does not take the core's lock.
+/controller_epoch and does not take the core's lock. That part lives in
+shell/producer_id_serving.py, a mixin of ControllerService.
 """
 from __future__ import annotations
 
@@ -43,10 +44,9 @@ from services.controller.core.effects import (
 from services.controller.core.events import (
     BrokersChanged, ElectedAsController, GatewaysChanged, LeadershipLost,
     PreferredElectionZnodeChanged, ReassignmentsZnodeChanged, RequestReceived)
-from services.controller.core.producer_ids import (
-    ProducerIdAllocator, handle_init_producer_id)
+from services.controller.core.producer_ids import ProducerIdAllocator
 from services.controller.shell.active_controller_probe import ActiveControllerProbe
-from services.controller.shell.producer_ids_store import ProducerIdBlockStore
+from services.controller.shell.producer_id_serving import ProducerIdServing
 from services.controller.shell.senders import NodeSenders
 from services.controller.shell.warm_topics import (
     BACKGROUND_MAX_READS, REFRESH_INTERVAL_S, WarmTopics)
@@ -60,7 +60,6 @@ SERVED_APIS = (ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_TOPICS,
                ApiKey.ALTER_CONFIGS, ApiKey.ALTER_PARTITION, ApiKey.CONTROLLED_SHUTDOWN,
                ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.BROKER_HEARTBEAT)
-COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailableError.code
 TICK_INTERVAL_S = 0.1
 ELECTION_RETRY_S = 0.5
 METADATA_TOPIC = b"metadata"
@@ -74,7 +73,7 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-class ControllerService:
+class ControllerService(ProducerIdServing):
     def __init__(self, config: ControllerConfig, rng: random.Random | None = None):
         self.cfg = config
         self.core = ControllerCore(config, rng or random.Random())
@@ -522,56 +521,6 @@ class ControllerService:
         if respond.error is not None:
             raise respond.error
         return Reply(respond.body)
-
-    # ---- producer ids ------------------------------------------------------------------------
-    async def _handle_init_producer_id(self, req: Request) -> Reply:
-        """INIT_PRODUCER_ID: a standby answers NOT_CONTROLLER; the active controller answers
-        from its allocator, waiting for a block claim only when it has no id at all."""
-        alloc = self._pid_alloc
-        if not self.core.active or alloc is None:
-            raise errors.NotControllerError(
-                f"node {self.cfg.controller_id} is not the active controller")
-        resp, effects = handle_init_producer_id(req.body, alloc)
-        if effects:
-            self._start_claim(alloc)
-        if resp.error_code == COORDINATOR_NOT_AVAILABLE and self._pid_claim is not None:
-            claim = self._pid_claim
-            # Bounded: the claim is a few ZooKeeper round trips, retried on lost races only.
-            try:
-                await asyncio.wait_for(asyncio.shield(claim),
-                                       self.cfg.controller_socket_timeout_ms / 1000)
-            except TimeoutError:
-                return Reply(resp)
-            if self._pid_alloc is alloc and claim.result():
-                resp, effects = handle_init_producer_id(req.body, alloc)
-                if effects:
-                    self._start_claim(alloc)
-        return Reply(resp)
-
-    def _maybe_claim_producer_ids(self) -> None:
-        alloc = self._pid_alloc
-        if alloc is not None and alloc.start_claim():
-            self._start_claim(alloc)
-
-    def _start_claim(self, alloc: ProducerIdAllocator) -> None:
-        """`alloc.start_claim()` said True: claim the next block on the ZooKeeper executor."""
-        self._pid_claim = self._loop.create_task(self._claim_producer_ids(alloc))
-
-    async def _claim_producer_ids(self, alloc: ProducerIdAllocator) -> bool:
-        """Claim one block for `alloc`; True when it was installed."""
-        try:
-            block = await self._zk(ProducerIdBlockStore(self.client).claim_next_block,
-                                   self.cfg.controller_id)
-        except Exception as e:  # noqa: BLE001 - connection loss, exhausted, unreadable znode
-            log.warning("claiming a producer id block failed: %r", e)
-            alloc.claim_failed()
-            return False
-        if self._pid_alloc is not alloc:     # lost the controllership meanwhile: ids unused
-            log.info("producer ids %d..%d claimed after losing the controllership; dropped",
-                     block.first_id, block.last_id)
-            return False
-        alloc.install_block(block)
-        return True
 
     # ---- effects -----------------------------------------------------------------------------
     async def _execute(self, effects) -> Respond | None:

@@ -14,6 +14,11 @@ Riverbed computes assignments here (riverbed.coordinator.assignors) when the joi
 completes; the new generation is written to __consumer_offsets (partition = the group's shard)
 and only then are the joins answered — the same bytes are applied through `_apply_group_value`,
 the door `replay` uses when a shard loads.
+
+The core's parts live beside it, one seam each, as mixins that never import this module:
+rebalancing (the join phase and new generations), group_records (the group's record in
+__consumer_offsets: writes, their outcome, expiry), group_admin (DescribeGroups, ListGroups,
+DeleteGroups, FindCoordinator); subscription_pb converts the consumer protocol to group.proto.
 """
 from __future__ import annotations
 
@@ -25,24 +30,30 @@ from dataclasses import dataclass
 
 from riverbed._proto.v1 import group_pb2
 from riverbed.coordinator import offsets_topic as ot
-from riverbed.coordinator.assignors import ASSIGNORS, assign
-from riverbed.coordinator.consumer_protocol import (
-    Assignment, Subscription, TopicPartition, decode_assignment, decode_subscription,
-    encode_assignment, encode_subscription, group_by_topic,
-)
+from riverbed.coordinator.assignors import ASSIGNORS
+from riverbed.coordinator.consumer_protocol import TopicPartition
 from riverbed.errors import ErrorCode as E
 from services.group_coordinator.config import GroupCoordinatorConfig
-from services.group_coordinator.core.effects import AppendRecords, Effect, Reply
+from services.group_coordinator.core.effects import Effect, Reply
 from services.group_coordinator.core.events import (
     CoordinatorStopping, Event, RequestReceived, ShardLoadCompleted, ShardLoadStarted,
     ShardUnloaded, TopicMetadataChanged, WriteCompleted,
 )
 from services.group_coordinator.core.group import Group, Member, PendingWrite
+from services.group_coordinator.core.group_admin import GroupAdmin
+from services.group_coordinator.core.group_records import GroupRecords
+from services.group_coordinator.core.rebalancing import InvariantViolation, Rebalancing, _invariant
 from services.group_coordinator.core.states import GroupState
+from services.group_coordinator.core.subscription_pb import (  # noqa: F401 - re-exported
+    CONSUMER_PROTOCOL_TYPE, EMPTY_SUBSCRIPTION, assignment_to_pb, subscription_from_pb,
+    subscription_to_pb)
+
+__all__ = ["GroupCoordinatorCore", "InvariantViolation", "CONSUMER_PROTOCOL_TYPE",
+           "HEARTBEAT_WAIT_SESSION_DIVISOR", "subscription_from_pb", "subscription_to_pb",
+           "assignment_to_pb", "EMPTY_SUBSCRIPTION"]
 
 log = logging.getLogger(__name__)
 S = GroupState
-CONSUMER_PROTOCOL_TYPE = "consumer"
 # A parked heartbeat waits at most this fraction of its member's session.timeout.ms: the member's
 # next heartbeat is sent only after the answer, so the wait must leave room for it (Kafka's advice
 # for heartbeat.interval.ms: no more than a third of the session timeout).
@@ -53,65 +64,12 @@ def _heartbeat_reply(rid: int, code: int, msg: str = "") -> Reply:
     return Reply(rid, group_pb2.HeartbeatResponse(error_code=code, error_message=msg))
 
 
-class InvariantViolation(AssertionError):
-    pass
-
-
-def _invariant(cond: bool, msg: str) -> None:
-    if not cond:
-        raise InvariantViolation(msg)
-
-
-# ---------------------------------------------------------------- proto <-> subscription
-
-def subscription_from_pb(pb: group_pb2.ConsumerSubscription) -> Subscription:
-    owned = tuple((tp.topic, p) for tp in pb.owned_partitions for p in tp.partitions)
-    return Subscription(tuple(pb.topics), pb.user_data or None, owned, pb.topic_pattern or None)
-
-
-def subscription_to_pb(s: Subscription) -> group_pb2.ConsumerSubscription:
-    return group_pb2.ConsumerSubscription(
-        topics=list(s.topics), topic_pattern=s.topic_pattern or "", user_data=s.user_data or b"",
-        owned_partitions=[group_pb2.TopicPartitions(topic=t, partitions=ps)
-                          for t, ps in group_by_topic(s.owned_partitions)])
-
-
-def assignment_to_pb(tps) -> group_pb2.ConsumerAssignment:
-    return group_pb2.ConsumerAssignment(partitions=[
-        group_pb2.TopicPartitions(topic=t, partitions=ps) for t, ps in group_by_topic(tps)])
-
-
-EMPTY_SUBSCRIPTION = Subscription()
-
-
-def _coordinator_could_have_written(v: ot.GroupMetadataValue) -> bool:
-    """Whether a stored group record reads as one of this coordinator's own assignments (protocol
-    type "consumer", a strategy it knows, every member's bytes in the consumer protocol)."""
-    if v.protocol_type != CONSUMER_PROTOCOL_TYPE or (v.protocol and v.protocol not in ASSIGNORS):
-        return False
-    try:
-        for mm in v.members:
-            decode_subscription(mm.subscription)
-            decode_assignment(mm.assignment)
-    except ot.OffsetsTopicFormatError:
-        return False
-    return True
-
-
 @dataclass(slots=True)
 class _Shard:
     loaded: bool = False
 
 
-@dataclass(slots=True)
-class _DeleteRequest:
-    """A DeleteGroups waiting for its groups' tombstones."""
-    request_id: int
-    response: group_pb2.DeleteGroupsResponse
-    outstanding: int = 0
-
-
-class GroupCoordinatorCore:
+class GroupCoordinatorCore(Rebalancing, GroupRecords, GroupAdmin):
     def __init__(self, config: GroupCoordinatorConfig, rng: random.Random):
         self.config = config
         self.rng = rng
@@ -566,393 +524,10 @@ class GroupCoordinatorCore:
         self._remove_member(group, req.member_id, now_ms, out)
         return E.NONE, ""
 
-    def _describe(self, req: group_pb2.DescribeGroupsRequest) -> group_pb2.DescribeGroupsResponse:
-        resp = group_pb2.DescribeGroupsResponse()
-        for gid in req.groups:
-            d = resp.groups.add(group_id=gid)
-            err = self._shard_error(gid)
-            if err:
-                d.error_code, d.error_message = err
-                continue
-            g = self.groups.get(gid)
-            if g is None:
-                d.group_state = S.DEAD.value
-                continue
-            d.group_state = g.state.value
-            d.protocol_type = g.protocol_type or ""
-            d.protocol_data = g.protocol or ""
-            d.generation_id = g.generation_id
-            d.leader = g.leader_id or ""
-            for m in g.members.values():
-                dm = d.members.add(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
-                                   assignment=assignment_to_pb(m.assignment))
-                if g.client_assignment:
-                    dm.member_metadata = (m.raw_metadata(g.protocol) or b"") if g.protocol else b""
-                    dm.member_assignment = m.assignment_data
-                    continue
-                dm.member_assignment = encode_assignment(Assignment(m.assignment))
-                if g.protocol and g.protocol in m.protocol_names():
-                    sub = m.subscription(g.protocol)
-                    dm.subscription.CopyFrom(subscription_to_pb(sub))
-                    dm.member_metadata = encode_subscription(sub)
-        return resp
-
-    def _delete_groups(self, rid: int, req: group_pb2.DeleteGroupsRequest, out: list[Effect]) -> None:
-        """Kafka's DeleteGroups: an Empty group's tombstone is written, then it is gone (the
-        gateway then has the offset manager delete its offsets up to the tombstone)."""
-        pending = _DeleteRequest(rid, group_pb2.DeleteGroupsResponse())
-        for gid in dict.fromkeys(req.group_ids):
-            r = pending.response.results.add(group_id=gid, tombstone_offset=-1)
-            err = self._shard_error(gid)
-            g = self.groups.get(gid) if err is None else None
-            if err is None and g is None:
-                err = E.GROUP_ID_NOT_FOUND, f"group {gid!r} does not exist"
-            elif err is None and g.state is not S.EMPTY:
-                err = E.NON_EMPTY_GROUP, f"group {gid!r} has members ({g.state.value})"
-            if err is not None:
-                r.error_code, r.error_message = err
-                continue
-            assert g is not None
-            if g.pending_write is None:
-                g.pending_write = self._write(g, "tombstone", None, out)
-            g.delete_waiters.append((pending, r))     # (or wait for the expiry's tombstone)
-            pending.outstanding += 1
-        if pending.outstanding == 0:
-            out.append(Reply(rid, pending.response))
-
-    @staticmethod
-    def _deleted(waiter, group_id: str, code: int, msg: str, log_offset: int,
-                 out: list[Effect]) -> None:
-        pending, r = waiter
-        r.error_code, r.error_message = code, msg
-        r.tombstone_offset = log_offset if code == E.NONE else -1
-        pending.outstanding -= 1
-        if pending.outstanding == 0:
-            out.append(Reply(pending.request_id, pending.response))
-
-    def _list(self, req: group_pb2.ListGroupsRequest) -> group_pb2.ListGroupsResponse:
-        resp = group_pb2.ListGroupsResponse()
-        if any(not s.loaded for s in self.shards.values()):
-            resp.error_code = E.COORDINATOR_LOAD_IN_PROGRESS
-            resp.error_message = "some shards are loading; the list is partial"
-        wanted = {s.lower() for s in req.states_filter}
-        for gid in sorted(self.groups):
-            g = self.groups[gid]
-            if self._loaded(g.shard) and (not wanted or g.state.value.lower() in wanted):
-                resp.groups.add(group_id=gid, protocol_type=g.protocol_type or "", group_state=g.state.value)
-        return resp
-
-    def _find_coordinator(self, req: group_pb2.FindCoordinatorRequest) -> group_pb2.FindCoordinatorResponse:
-        if req.key_type not in (group_pb2.COORDINATOR_TYPE_UNSPECIFIED, group_pb2.GROUP):
-            return group_pb2.FindCoordinatorResponse(error_code=E.INVALID_REQUEST,
-                                                     error_message="this is a group coordinator")
-        if not req.key:
-            return group_pb2.FindCoordinatorResponse(error_code=E.INVALID_GROUP_ID, error_message="empty key")
-        shard = ot.partition_for(req.key, self.config.offsets_topic_num_partitions)
-        if shard not in self.shards:
-            return group_pb2.FindCoordinatorResponse(error_code=E.COORDINATOR_NOT_AVAILABLE, shard=shard,
-                                                     error_message=f"shard {shard} is not served here")
-        c = self.config
-        return group_pb2.FindCoordinatorResponse(error_code=E.NONE, node_id=c.group_coordinator_id,
-                                                 host=c.host_name, port=c.port, endpoint=c.endpoint, shard=shard)
-
-    # ------------------------------------------------------------------ rebalancing
-
-    def _prepare_rebalance(self, group: Group, now_ms: int, out: list[Effect]) -> None:
-        if group.state is S.COMPLETING_REBALANCE and group.pending_write is not None:
-            group.rebalance_after_write = True       # after the generation in flight is written
-            return
-        if group.state is S.COMPLETING_REBALANCE:
-            # Client assignment, the leader's assignment not in yet (Kafka's
-            # resetAndPropagateAssignmentError): the members waiting in SyncGroup rejoin.
-            for m in group.members.values():
-                if m.sync_request is not None:
-                    out.append(Reply(m.sync_request, self._sync_error(
-                        E.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin")))
-                    m.sync_request = None
-                    # it was kept alive while it waited: its session runs from now (Kafka)
-                    m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
-        if group.state is S.PREPARING_REBALANCE:
-            return
-        was_empty = group.state is S.EMPTY
-        group.transition(S.PREPARING_REBALANCE, now_ms)
-        for m in group.members.values():        # tell the members now, not at their next heartbeat
-            self._answer_heartbeat(m, E.REBALANCE_IN_PROGRESS, "the group is rebalancing: rejoin", out)
-        group.rebalance_started_ms = now_ms
-        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-        group.rebalance_deadline_ms = now_ms + timeout
-        delay = min(self.config.group_initial_rebalance_delay_ms, timeout)
-        if was_empty and delay > 0:
-            group.initial_join_deadline_ms = now_ms + delay
-        log.info("[group=%s gen=%d] preparing rebalance", group.group_id, group.generation_id)
+    # ------------------------------------------------------------------ metrics
 
     def groups_by_state(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for g in self.groups.values():
             out[g.state.value] = out.get(g.state.value, 0) + 1
         return out
-
-    def _maybe_complete_join(self, group: Group, now_ms: int, out: list[Effect]) -> None:
-        if group.initial_join_deadline_ms is not None and now_ms < group.initial_join_deadline_ms:
-            return                                   # the initial delay: more members may come
-        if group.state is S.PREPARING_REBALANCE and group.all_joined():
-            self._complete_join(group, now_ms, out, timed_out=False)
-
-    def _remove_member(self, group: Group, member_id: str, now_ms: int, out: list[Effect]) -> None:
-        m = group.members.pop(member_id)
-        self._answer_heartbeat(m, E.UNKNOWN_MEMBER_ID, "member removed", out)
-        if m.join_request is not None:
-            out.append(Reply(m.join_request, self._join_error(E.UNKNOWN_MEMBER_ID, "member removed", member_id)))
-        if m.sync_request is not None:
-            out.append(Reply(m.sync_request, self._sync_error(E.UNKNOWN_MEMBER_ID, "member removed")))
-        if group.state is S.STABLE or group.state is S.COMPLETING_REBALANCE:
-            self._prepare_rebalance(group, now_ms, out)
-        self._maybe_complete_join(group, now_ms, out)
-
-    def resolve_topics(self, sub: Subscription) -> tuple[str, ...]:
-        """Explicit topics plus those the pattern matches (internal `__` topics excluded, as
-        Kafka's exclude.internal.topics)."""
-        topics = set(sub.topics)
-        if sub.topic_pattern:
-            pat = re.compile(sub.topic_pattern)
-            topics |= {t for t in self.topics if not t.startswith("__") and pat.fullmatch(t)}
-        return tuple(sorted(topics))
-
-    def _expected_partitions(self, group: Group) -> set[TopicPartition]:
-        out: set[TopicPartition] = set()
-        if group.protocol is None:
-            return out
-        if group.client_assignment:
-            raise AssertionError("the leader assigns a client-assigned group's partitions")
-        for m in group.members.values():
-            try:
-                sub = m.subscription(group.protocol)
-            except KeyError:
-                continue
-            for t in self.resolve_topics(sub):
-                out |= {(t, p) for p in range(self.topics.get(t, 0))}
-        return out
-
-    def _select_protocol(self, group: Group) -> str:
-        candidates = group.supported_protocols() or set()
-        if not group.client_assignment:
-            candidates &= ASSIGNORS.keys()
-        _invariant(bool(candidates), f"group {group.group_id}: members share no protocol")
-        votes: dict[str, int] = {}
-        for m in group.members.values():
-            vote = next(n for n in m.protocol_names() if n in candidates)
-            votes[vote] = votes.get(vote, 0) + 1
-        return min(votes, key=lambda n: (-votes[n], n))
-
-    def _complete_join(self, group: Group, now_ms: int, out: list[Effect], *, timed_out: bool) -> None:
-        if timed_out:
-            for mid in [mid for mid, m in group.members.items() if m.join_request is None]:
-                log.info("[group=%s] member %s did not rejoin in time", group.group_id, mid)
-                group.members.pop(mid)
-                # (a parked sync cannot exist in PreparingRebalance)
-        group.generation_id += 1
-        group.rebalance_deadline_ms = None
-        group.initial_join_deadline_ms = None
-        if not group.members:
-            group.protocol = None
-            group.leader_id = None
-            group.transition(S.EMPTY, now_ms)
-            value = self._group_value(group, {})
-            self._write(group, "empty", value, out)
-            return
-        group.protocol = self._select_protocol(group)
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
-        if group.client_assignment:
-            # Kafka: the joins are answered now (the leader gets every member's metadata); the
-            # generation is written once the leader's SyncGroup brings the assignments.
-            group.transition(S.COMPLETING_REBALANCE, now_ms)
-            group.pending_assignment_data = None
-            group.rebalance_after_write = False
-            for m in group.members.values():
-                m.assignment = ()
-                m.assignment_data = b""
-                if m.join_request is not None:
-                    out.append(Reply(m.join_request, self._join_response(group, m)))
-                    m.join_request = None
-                m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
-            log.info("[group=%s gen=%d] join complete: %d members, protocol %s/%s, leader %s",
-                     group.group_id, group.generation_id, len(group.members),
-                     group.protocol_type, group.protocol, group.leader_id)
-            return
-        subs: dict[str, Subscription] = {}
-        for mid, m in group.members.items():
-            sub = m.subscription(group.protocol)
-            owned = m.assignment or sub.owned_partitions
-            subs[mid] = Subscription(self.resolve_topics(sub), None, tuple(owned))
-        wanted = {t for s in subs.values() for t in s.topics}
-        result = assign(group.protocol, subs, {t: self.topics[t] for t in wanted if t in self.topics})
-        group.transition(S.COMPLETING_REBALANCE, now_ms)
-        group.pending_assignment = result
-        group.rebalance_after_write = False
-        value = self._group_value(group, result)
-        group.pending_write = self._write(group, "generation", value, out)
-        log.info("[group=%s gen=%d] join complete: %d members, protocol %s", group.group_id,
-                 group.generation_id, len(group.members), group.protocol)
-
-    def _group_value(self, group: Group, assignment: dict[str, tuple[TopicPartition, ...]]) -> bytes:
-        members = []
-        if group.protocol is not None and group.client_assignment:
-            data = group.pending_assignment_data or {}
-            for mid, m in group.members.items():
-                members.append(ot.MemberMetadata(
-                    mid, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms,
-                    m.raw_metadata(group.protocol) or b"", data.get(mid, b"")))
-        elif group.protocol is not None:
-            for mid, m in group.members.items():
-                members.append(ot.MemberMetadata(
-                    mid, m.client_id, m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms,
-                    encode_subscription(m.subscription(group.protocol)),
-                    encode_assignment(Assignment(assignment.get(mid, ())))))
-        return ot.encode_group_value(ot.GroupMetadataValue(
-            group.protocol_type or CONSUMER_PROTOCOL_TYPE, group.generation_id, group.protocol,
-            group.leader_id, group.state_timestamp_ms, tuple(members)))
-
-    def _write(self, group: Group, kind: str, value: bytes | None, out: list[Effect]) -> int:
-        wid = self._next_write_id
-        self._next_write_id += 1
-        self._writes[wid] = PendingWrite(group.group_id, kind, group.generation_id, value)
-        key = ot.encode_key(ot.GroupMetadataKey(group.group_id))
-        out.append(AppendRecords(wid, group.shard, ((key, value),)))
-        return wid
-
-    def _apply_group_value(self, group: Group, v: ot.GroupMetadataValue, *, live: bool) -> None:
-        """The one door for durable group state: loading (`replay`) and acknowledged writes."""
-        group.protocol_type = v.protocol_type
-        group.generation_id = v.generation
-        group.protocol = v.protocol
-        group.leader_id = v.leader
-        group.state_timestamp_ms = v.current_state_timestamp_ms
-        if not live:
-            # Which way this group is assigned is not in Kafka's record: a group whose record the
-            # coordinator's assignors could have written is taken as coordinator-assigned until
-            # its next join says (harmless either way meanwhile: its members keep their
-            # assignments; a coordinator-assigned one also rebalances on topic changes).
-            group.client_assignment = not _coordinator_could_have_written(v)
-            group.assignment_mode_known = not v.members
-        for mm in v.members:
-            m = group.members.get(mm.member_id)
-            if group.client_assignment:
-                if m is None:
-                    if live:
-                        continue
-                    m = Member(mm.member_id, mm.client_id, mm.client_host, mm.session_timeout_ms,
-                               mm.rebalance_timeout_ms, ((v.protocol or "", EMPTY_SUBSCRIPTION),),
-                               metadata=((v.protocol or "", mm.subscription),))
-                    group.members[mm.member_id] = m
-                m.assignment = ()
-                m.assignment_data = mm.assignment
-                continue
-            assignment = decode_assignment(mm.assignment).partitions
-            if m is None:
-                if live:
-                    continue                  # it left while the write was in flight
-                m = Member(mm.member_id, mm.client_id, mm.client_host, mm.session_timeout_ms,
-                           mm.rebalance_timeout_ms, ((v.protocol or "", decode_subscription(mm.subscription)),))
-                group.members[mm.member_id] = m
-            m.assignment = assignment
-        if not live:
-            group.state = S.STABLE if group.members else S.EMPTY
-
-    def _on_write_completed(self, ev: WriteCompleted, now_ms: int, out: list[Effect]) -> None:
-        pw = self._writes.pop(ev.write_id, None)
-        if pw is None:
-            return
-        group = self.groups.get(pw.group_id)
-        if group is None or group.pending_write != ev.write_id:
-            if ev.error_code != E.NONE:
-                log.warning("group %s: write of a %s record failed (%d)", pw.group_id, pw.kind, ev.error_code)
-            return                               # an Empty-state write nobody waits for
-        group.pending_write = None
-        if pw.kind == "tombstone":
-            waiters, group.delete_waiters = group.delete_waiters, []
-            if ev.error_code == E.NONE and group.state is S.EMPTY:
-                group.transition(S.DEAD, now_ms)
-                del self.groups[group.group_id]
-                log.info("[group=%s] %s", group.group_id, "deleted" if waiters else "expired")
-                code, msg = E.NONE, ""
-            else:
-                code = ot.coordinator_error_for_append(ev.error_code) if ev.error_code else E.NON_EMPTY_GROUP
-                msg = "could not write the group's tombstone" if ev.error_code else "the group has members"
-            for waiter in waiters:
-                self._deleted(waiter, group.group_id, code, msg, ev.base_offset, out)
-            return
-        if group.client_assignment:
-            in_record = set(group.pending_assignment_data or ())
-            group.pending_assignment_data = None
-        else:
-            in_record = set(group.pending_assignment or ())
-        group.pending_assignment = None
-        if ev.error_code == E.NONE:
-            assert pw.value is not None
-            self._apply_group_value(group, ot.decode_group_value(pw.value), live=True)
-            if ev.base_offset >= 0:
-                group.log_offset = ev.base_offset
-            group.transition(S.STABLE, now_ms)
-            if group.rebalance_started_ms is not None:
-                self.rebalances += 1
-                self.rebalance_ms_total += max(0, now_ms - group.rebalance_started_ms)
-                group.rebalance_started_ms = None
-            for mid, m in group.members.items():
-                if mid not in in_record:
-                    continue
-                if m.join_request is not None:
-                    out.append(Reply(m.join_request, self._join_response(group, m)))
-                    m.join_request = None
-                if m.sync_request is not None:
-                    out.append(Reply(m.sync_request, self._sync_response(group, m)))
-                    m.sync_request = None
-                m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
-            log.info("[group=%s gen=%d] stable", group.group_id, group.generation_id)
-            if group.rebalance_after_write or any(mid not in in_record for mid in group.members):
-                group.rebalance_after_write = False
-                self._prepare_rebalance(group, now_ms, out)
-                self._maybe_complete_join(group, now_ms, out)
-            elif not group.client_assignment and self._expected_partitions(group) != {
-                    tp for m in group.members.values() for tp in m.assignment}:
-                self._prepare_rebalance(group, now_ms, out)
-            return
-        code = ot.coordinator_error_for_append(ev.error_code)
-        log.warning("[group=%s gen=%d] generation write failed (%d): rebalancing", group.group_id,
-                    group.generation_id, ev.error_code)
-        for mid, m in group.members.items():
-            if mid not in in_record:
-                continue
-            if m.join_request is not None:
-                out.append(Reply(m.join_request, self._join_error(code, "could not store the generation", mid)))
-                m.join_request = None
-            if m.sync_request is not None:
-                out.append(Reply(m.sync_request, self._sync_error(code, "could not store the generation")))
-                m.sync_request = None
-        group.rebalance_after_write = False
-        group.transition(S.PREPARING_REBALANCE, now_ms)
-        group.rebalance_deadline_ms = now_ms + max((m.rebalance_timeout_ms for m in group.members.values()),
-                                                   default=0)
-        self._maybe_complete_join(group, now_ms, out)
-
-    def _on_metadata(self, ev: TopicMetadataChanged, now_ms: int, out: list[Effect]) -> None:
-        self.topics = dict(ev.partition_counts)
-        for group in list(self.groups.values()):
-            if not self._loaded(group.shard) or group.client_assignment:
-                continue                 # a client-assigned group's leader watches metadata
-            if group.state is S.STABLE:
-                assigned = {tp for m in group.members.values() for tp in m.assignment}
-                if assigned != self._expected_partitions(group):
-                    log.info("[group=%s gen=%d] subscribed topics changed", group.group_id, group.generation_id)
-                    self._prepare_rebalance(group, now_ms, out)
-            elif group.state is S.COMPLETING_REBALANCE and group.pending_assignment is not None:
-                assigned = {tp for tps in group.pending_assignment.values() for tp in tps}
-                if assigned != self._expected_partitions(group):
-                    group.rebalance_after_write = True
-
-    def _expire_empty_groups(self, now_ms: int, out: list[Effect]) -> None:
-        retention_ms = self.config.offsets_retention_minutes * 60_000
-        for group in list(self.groups.values()):
-            if (group.state is S.EMPTY and self._loaded(group.shard) and group.pending_write is None
-                    and group.state_timestamp_ms >= 0 and group.state_timestamp_ms + retention_ms <= now_ms):
-                group.pending_write = self._write(group, "tombstone", None, out)

@@ -3,6 +3,10 @@
 One writer (append, roll, truncate, retention, cleaner swap hold `_lock`); any number of reader
 threads, lock-free: a reader snapshots the log end offset and the immutable segment view, and
 reads only up to each segment's committed `size`, published after an append's bytes are written.
+
+Opening and recovery are the `LogRecovery` mixin (log/log_recovery.py), the lock-free read side
+the `LogReads` mixin (log/log_reads.py); this module keeps the writer: append, roll, truncation,
+retention, flushes and the leader epochs the replication layer assigns.
 """
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ import bisect
 import logging
 import os
 import random
-import re
 import struct
 import threading
 import time
@@ -19,27 +22,24 @@ from typing import NamedTuple
 from riverbed import errors
 from riverbed import records as rec
 from services.storage_node.core import log_policy
-from services.storage_node.core.aborted_txns import AbortedTxn, collect_aborted
-from services.storage_node.core.checkpoints import CheckpointError, format_epochs, parse_epochs
+from services.storage_node.core.aborted_txns import AbortedTxn
 from services.storage_node.core.leader_epoch import LeaderEpochCache
-from services.storage_node.core.offset_index import lookup_time
 from services.storage_node.log import files
-from services.storage_node.log.cleaner import recover_interrupted_clean
 from services.storage_node.log.config import LogConfig
+from services.storage_node.log.log_reads import (
+    EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, LogReads, ReadResult, _View)
+from services.storage_node.log.log_recovery import LEADER_EPOCH_CHECKPOINT, LogRecovery
 from services.storage_node.log.segment import LogSegment
+
+__all__ = ["PartitionLog", "AppendInfo", "ReadResult", "UnexpectedAppendOffsetError",
+           "FlushStats", "FLUSH_STATS", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP",
+           "LEADER_EPOCH_CHECKPOINT"]
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
 
-_PREFIX = struct.Struct(">qi")
-_INT32 = struct.Struct(">i")
-_LAST_OFFSET_DELTA_POSITION = 23
 _STAMP = struct.Struct(">qii")          # baseOffset, batchLength, partitionLeaderEpoch
 _MAX_IOV_BATCHES = 256                  # 2 iovecs per batch; IOV_MAX is 1024 on Linux
-_SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
 
 
 class FlushStats:
@@ -72,25 +72,7 @@ class AppendInfo(NamedTuple):
     log_start_offset: int
 
 
-class ReadResult(NamedTuple):
-    data: bytes | memoryview     # whole batches, raw, as on disk
-    first_offset: int            # base offset of the first batch returned; -1 when empty
-    next_offset: int             # where the next read continues (requested offset when empty)
-    log_start_offset: int
-    log_end_offset: int
-
-
-class _View:
-    """An immutable snapshot of the segment list; replaced whole, never changed."""
-
-    __slots__ = ("bases", "segments")
-
-    def __init__(self, segments: list[LogSegment]) -> None:
-        self.segments = tuple(segments)
-        self.bases = [s.base_offset for s in segments]
-
-
-class PartitionLog:
+class PartitionLog(LogRecovery, LogReads):
     """One partition's log. The cleaner (log/cleaner.py) works on it through its public view
     and `replace_segments`; it never imports this module (no cleaner <-> partition_log
     cycle)."""
@@ -128,129 +110,6 @@ class PartitionLog:
         # The first offset of a transaction not yet decided (or not yet replicated), kept by the
         # producer state's owner after each append; the cleaner stays below it. None: none.
         self.first_unstable_offset_hint: int | None = None
-
-    # ---- opening -------------------------------------------------------------------------
-    @classmethod
-    def open(cls, directory: str, topic: str, partition: int, config: LogConfig, *,
-             now_ms: int, rng: random.Random, recovery_point: int = 0,
-             log_start_offset: int = 0, needs_recovery: bool = False,
-             cleaner_checkpoint: int = 0) -> PartitionLog:
-        """Open (creating if absent) the log in `directory`. With `needs_recovery` (no clean
-        shutdown marker), every batch from the recovery point's segment on is checked and a
-        bad tail is cut. Interrupted cleaner swaps are finished or discarded first."""
-        self = cls(directory, topic, partition, config, rng)
-        os.makedirs(directory, exist_ok=True)
-        recover_interrupted_clean(directory)
-        bases = []
-        for name in os.listdir(directory):
-            if name.endswith(files.DELETED_SUFFIX) or name.endswith(".tmp"):
-                files.unlink_quietly(os.path.join(directory, name))
-            m = _SEGMENT_LOG.match(name)
-            if m:
-                bases.append(int(m.group(1)))
-        for name in os.listdir(directory):       # indexes whose log is gone
-            stem, ext = os.path.splitext(name)
-            if ext in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX) \
-                    and stem.isdigit() \
-                    and int(stem) not in bases:
-                files.unlink_quietly(os.path.join(directory, name))
-        bases.sort()
-        segments = [self._new_segment_object(b, now_ms, active=False, new=False) for b in bases]
-        if not segments:
-            segments = [self._new_segment_object(log_start_offset, now_ms, active=False, new=True)]
-            self._dir_dirty = True
-        if needs_recovery:
-            segments = self._recover(segments, recovery_point)
-        else:
-            for seg in segments:
-                self._check_indexes(seg)
-        active = segments[-1]
-        active.make_active()
-        active.jitter_ms = log_policy.roll_jitter_ms(rng, config.segment_jitter_ms, config.segment_ms)
-        self._view = _View(segments)
-        self._log_end_offset = active.next_offset
-        self._log_start_offset = min(max(log_start_offset, segments[0].base_offset),
-                                     self._log_end_offset)
-        self.recovery_point = self._log_end_offset if needs_recovery \
-            else min(recovery_point, self._log_end_offset)
-        self.cleaner_checkpoint = cleaner_checkpoint
-        self._last_flush_ms = now_ms
-        self._load_epochs()
-        return self
-
-    def _new_segment_object(self, base: int, now_ms: int, *, active: bool, new: bool) -> LogSegment:
-        cfg = self.config
-        return LogSegment(self.dir, base, index_interval_bytes=cfg.index_interval_bytes,
-                          max_index_bytes=cfg.segment_index_bytes, created_ms=now_ms,
-                          active=active, new=new)
-
-    def _check_indexes(self, seg: LogSegment) -> None:
-        from services.storage_node.core.offset_index import offset_entries_valid
-        buf, count = seg.offset_index.snapshot()
-        if not offset_entries_valid(buf, count, seg.base_offset, seg.size) or \
-                (count == 0 and seg.size > 2 * max(self.config.index_interval_bytes, 1)):
-            log.warning("%s: rebuilding indexes", seg.log_path)
-            seg.rebuild_indexes()
-            seg.on_become_inactive()
-
-    def _recover(self, segments: list[LogSegment], recovery_point: int) -> list[LogSegment]:
-        bases = [s.base_offset for s in segments]
-        k = max(bisect.bisect_right(bases, recovery_point) - 1, 0)
-        for seg in segments[:k]:
-            self._check_indexes(seg)
-        # A log that was never compacted has no offset gaps: recovery can demand contiguity.
-        contiguous = not self.config.compact
-        for i in range(k, len(segments)):
-            seg = segments[i]
-            result = seg.recover(contiguous=contiguous)
-            seg.txn_index.truncate_to(seg.next_offset)      # entries of markers cut away
-            self._recovered_epochs.extend((h.partition_leader_epoch, h.base_offset)
-                                          for _pos, h in result.batches)
-            if i < len(segments) - 1:
-                seg.on_become_inactive()
-            if result.reason is not None:
-                for dropped in segments[i + 1:]:
-                    log.warning("%s: dropping segment after the cut", dropped.log_path)
-                    dropped.delete_files()
-                self._dir_dirty = True
-                return segments[:i + 1]
-        return segments
-
-    def _load_epochs(self) -> None:
-        text = files.read_text(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT))
-        entries: list[tuple[int, int]] = []
-        if text is not None:
-            try:
-                entries = parse_epochs(text)
-            except CheckpointError as e:
-                log.warning("%s: ignoring bad leader-epoch-checkpoint: %s", self.dir, e)
-        self.epochs = LeaderEpochCache(entries)
-        changed = self.epochs.truncate_from_end(self._log_end_offset)
-        changed |= self.epochs.truncate_from_start(self._log_start_offset)
-        # Batches recovery re-read above the recovery point: the checkpoint may not have their
-        # epochs yet (written with the next flush). A batch's epoch is in its header.
-        for epoch, base in self._recovered_epochs:
-            if epoch > self.epochs.latest_epoch and base >= self._log_start_offset:
-                changed |= self.epochs.assign(epoch, base)
-        self._recovered_epochs = []
-        if changed:
-            self._write_epochs()
-        elif text is None:
-            # A new log: an empty checkpoint says nothing that a missing or torn one does not
-            # (both read as no epochs), so it needs no fsync.
-            files.write_unsynced(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
-                                 format_epochs(self.epochs.entries))
-
-    def _write_epochs(self) -> None:
-        """leader-epoch-checkpoint now, durably (tmp, fsync, rename, dir fsync)."""
-        files.atomic_write(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
-                           format_epochs(self.epochs.entries))
-        self._epochs_dirty = False
-
-    def _write_epochs_if_dirty(self) -> None:
-        """Before the recovery point moves: the epochs of what it covers on disk."""
-        if self._epochs_dirty:
-            self._write_epochs()
 
     # ---- properties ------------------------------------------------------------------------
     @property
@@ -414,112 +273,6 @@ class PartitionLog:
             if self.active_segment.size > 0:
                 self._roll(self._log_end_offset, now_ms)
 
-    # ---- read ------------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_batch: bool = True) -> ReadResult:
-        """Raw whole batches from the batch holding `offset`, up to `max_bytes` (at least one
-        batch when `min_one_batch`), only batches whose last offset is below `max_offset`."""
-        end = self._log_end_offset
-        view = self._view
-        start = self._log_start_offset
-        if offset < start or offset > end:
-            raise errors.OffsetOutOfRangeError(
-                f"offset {offset} outside [{start}, {end}]", topic=self.topic,
-                partition=self.partition)
-        bound = end if max_offset is None else min(end, max_offset)
-        if offset < bound:
-            i = max(bisect.bisect_right(view.bases, offset) - 1, 0)
-            segments = view.segments
-            while i < len(segments):
-                seg = segments[i]
-                if not seg.acquire():        # deleted and closed after we took the view
-                    return self.read(offset, max_bytes, max_offset=max_offset,
-                                     min_one_batch=min_one_batch)
-                try:
-                    result = self._read_segment(seg, offset, max_bytes, bound, min_one_batch)
-                finally:
-                    seg.release()
-                if result is not None:
-                    return ReadResult(result[0], result[1], result[2], start, end)
-                i += 1
-        return ReadResult(b"", -1, offset, start, end)
-
-    @staticmethod
-    def _read_segment(seg: LogSegment, offset: int, max_bytes: int, bound: int,
-                      min_one_batch: bool):
-        limit = seg.size
-        generation = seg.generation
-        hint = seg.read_hint
-        if hint is not None and hint[0] == generation and hint[1] == offset and hint[2] <= limit:
-            pos = hint[2]
-        else:
-            found = seg.find_batch(offset, limit)
-            if found is None:
-                return None
-            pos = found[0]
-        if pos + rec.HEADER_SIZE > limit:
-            return None
-        data = seg.pread(max(min(max_bytes, limit - pos), 0), pos)
-        n = len(data)
-        p = 0
-        first = -1
-        next_offset = offset
-        while p + rec.HEADER_SIZE <= n:
-            base, length = _PREFIX.unpack_from(data, p)
-            size = length + rec.LOG_OVERHEAD
-            if p + size > n:
-                break
-            last = base + _INT32.unpack_from(data, p + _LAST_OFFSET_DELTA_POSITION)[0]
-            if last >= bound:
-                break
-            if first < 0:
-                first = base
-            p += size
-            next_offset = last + 1
-        if p == 0:
-            header = rec.read_header(data if n >= rec.HEADER_SIZE else
-                                     seg.pread(rec.HEADER_SIZE, pos))
-            if header.last_offset < offset:
-                return None
-            if header.last_offset >= bound or not min_one_batch:
-                return b"", -1, offset
-            data = seg.pread(header.size, pos)
-            p = n = len(data)
-            first = header.base_offset
-            next_offset = header.next_offset
-        seg.read_hint = (generation, next_offset, pos + p)
-        return (data if p == n else memoryview(data)[:p]), first, next_offset
-
-    # ---- offsets by time -------------------------------------------------------------------
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp`; -2 gives the
-        log start offset and -1 the log end offset (timestamp -1). None when there is none."""
-        if timestamp == EARLIEST_TIMESTAMP:
-            return self._log_start_offset, -1
-        if timestamp == LATEST_TIMESTAMP:
-            return self._log_end_offset, -1
-        start = self._log_start_offset
-        for seg in self._view.segments:
-            if seg.largest_timestamp < timestamp or not seg.acquire():
-                continue
-            try:
-                buf, count = seg.time_index.snapshot()
-                entry = lookup_time(buf, count, timestamp)
-                from_offset = max(seg.base_offset + entry[1] if entry else seg.base_offset, start)
-                limit = seg.size
-                found = seg.find_batch(from_offset, limit)
-                if found is None:
-                    continue
-                for pos, h in seg.headers_from(found[0], limit):
-                    if h.max_timestamp < timestamp or h.last_offset < start:
-                        continue
-                    for r in rec.decode_batch(seg.pread(h.size, pos)):
-                        if r.offset >= start and r.timestamp >= timestamp:
-                            return r.offset, r.timestamp
-            finally:
-                seg.release()
-        return None
-
     # ---- aborted transactions (.txnindex) ----------------------------------------------------
     def add_aborted_txn(self, entry: AbortedTxn) -> bool:
         """Record an aborted transaction in the txn index of the segment holding its marker
@@ -529,15 +282,6 @@ class PartitionLog:
         if i < 0:
             return False                 # below the log start: deleted already
         return view.segments[i].txn_index.add(entry)
-
-    def collect_aborted_transactions(self, fetch_offset: int,
-                                     upper_bound: int) -> list[AbortedTxn]:
-        """The aborted transactions a read_committed reader of [fetch_offset, upper_bound)
-        needs (core.aborted_txns.collect_aborted over the segments from fetch_offset's)."""
-        view = self._view
-        i = max(bisect.bisect_right(view.bases, fetch_offset) - 1, 0)
-        return collect_aborted((s.txn_index.entries for s in view.segments[i:]), fetch_offset,
-                               upper_bound)
 
     # ---- truncation and log start ----------------------------------------------------------
     def truncate_to(self, offset: int, *, now_ms: int = 0) -> int:

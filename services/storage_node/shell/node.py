@@ -23,33 +23,20 @@ import logging
 import random
 import time
 
-from opentelemetry import trace
-
 from riverbed import errors
-from riverbed._proto.v1 import (
-    controller_pb2,
-    delete_records_pb2,
-    list_offsets_pb2,
-    produce_pb2,
-    transaction_pb2,
-)
-from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC
+from riverbed._proto.v1 import controller_pb2
 from riverbed.wire.apis import ApiKey
 from riverbed.wire.framing import Request
 
 from services.common import zk as zkmod
 from services.common import znodes
 from services.common.metrics_core import RequestMetrics, TopicCounters
-from services.common.rpc import AsyncChannel, Reply, RpcServer, remote_wait
+from services.common.rpc import AsyncChannel, Reply, RpcServer
 from services.common.telemetry import Telemetry
 from services.storage_node.config import StorageNodeConfig
-from services.storage_node.core import divergence
 from services.storage_node.core.fetch_session import FetchSessionCache
 from services.storage_node.core.log_dirs import DirSpace
-from services.storage_node.core.produce_admission import (acks_all_result, admit_partition,
-                                                          check_acks, max_batch_bytes,
-                                                          min_insync_replicas)
-from services.storage_node.core.producer_state import Verdict
+from services.storage_node.core.produce_admission import acks_all_result, min_insync_replicas
 from services.storage_node.core.purgatory import FetchWaiters, ProducePurgatory
 from services.storage_node.core.replica_state import (NONE, BecomeFollower, BecomeLeader,
                                                       LocalLog, PartitionStateIn, ReplicaManager,
@@ -61,7 +48,9 @@ from services.storage_node.shell.clock import now_ms
 from services.storage_node.shell.controller_link import ControllerLink
 from services.storage_node.shell.fetch_serving import FetchServing
 from services.storage_node.shell.following import Following
+from services.storage_node.shell.leader_writes import LeaderWrites
 from services.storage_node.shell.log_dir_health import LogDirHealth
+from services.storage_node.shell.offset_serving import OffsetServing
 from services.storage_node.shell.replica_fetcher import ReplicaFetcher
 
 log = logging.getLogger(__name__)
@@ -77,26 +66,13 @@ STALE_BROKER_EPOCH = errors.StaleBrokerEpochError.code
 IDLE_TICK_S = 1.0
 
 
-_tracer = trace.get_tracer("riverbed.storage_node")
-
-
-def _followers_span(partitions: int, acks: int):
-    """The acks=all wait on followers as its own span, inside the request's server span (a
-    no-op context when the request is not traced)."""
-    if not trace.get_current_span().is_recording():
-        return contextlib.nullcontext()
-    return _tracer.start_as_current_span(
-        "await followers", attributes={"riverbed.partitions": partitions, "riverbed.acks": acks})
-
-
-def _buf(frame):
-    return getattr(frame, "buffer", frame)
-
-
-class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
+class StorageNode(LogDirHealth, LeaderWrites, FetchServing, OffsetServing, Following,
+                  ControllerLink):
     """One storage node. Its parts live beside it, one seam each: log_dir_health (KIP-112),
-    fetch_serving (FETCH for consumers and followers), following (replica fetchers, follower
-    appends), controller_link (ALTER_PARTITION, CONTROLLED_SHUTDOWN)."""
+    leader_writes (PRODUCE, WRITE_TXN_MARKERS), fetch_serving (FETCH for consumers and
+    followers), offset_serving (LIST_OFFSETS, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH),
+    following (replica fetchers, follower appends), controller_link (ALTER_PARTITION,
+    CONTROLLED_SHUTDOWN)."""
 
     def __init__(self, cfg: StorageNodeConfig):
         self.cfg = cfg
@@ -407,294 +383,7 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
             fut.set_result(None)
 
     # =========================================================================================
-    # PRODUCE
-
-    async def handle_produce(self, req: Request) -> Reply | None:
-        body: produce_pb2.ProduceRequest = req.body
-        entries = [(t.name, p.partition) for t in body.topics for p in t.partitions]
-        if len(set(entries)) != len(entries):
-            raise errors.InvalidRequestError("a partition appears twice in one PRODUCE")
-        if len(req.payloads) != len(entries):
-            raise errors.InvalidRequestError(
-                f"{len(entries)} partitions but {len(req.payloads)} payload frames")
-        acks_error = check_acks(body.acks)
-        results: dict[tuple[str, int], list] = {}   # tp -> [code, message, base_offset, log_start]
-        required: dict[tuple[str, int], int] = {}
-        for i, tp in enumerate(entries):
-            if acks_error != NONE:
-                results[tp] = [INVALID_REQUIRED_ACKS, f"acks={body.acks}: use 0, 1 or -1", -1, -1]
-                continue
-            payload = _buf(req.payloads[i])
-            adm = admit_partition(self.core, tp, payload, max_batch_bytes(
-                self.topic_configs.get(tp[0]), self.cfg.message_max_bytes),
-                acks=body.acks, min_insync=self._min_insync(tp[0]))
-            if not adm.ok:
-                results[tp] = [adm.error_code, adm.error_message, -1, -1]
-                continue
-            replica = self.core.get(tp)
-            plog = self.logs.get(tp)
-            log_dir = self._dir_of(tp)
-            if self.space.is_low(log_dir) or self._space_low_after(log_dir, len(payload)):
-                results[tp] = [KAFKA_STORAGE_ERROR, f"{tp[0]}-{tp[1]}: log dir {log_dir} is below "
-                               "log.dir.free.bytes.min; leadership is moving", -1, -1]
-                continue
-            try:
-                # __consumer_offsets' transactional writes come from offset managers
-                # (TXN_OFFSET_COMMIT), unsequenced as Kafka's coordinator-origin appends
-                decision, first, last = log_access.append_as_leader(
-                    self.logs.store(tp), payload, replica.leader_epoch, adm.headers,
-                    allow_unsequenced=tp[0] == OFFSETS_TOPIC)
-            except errors.KafkaError as e:
-                results[tp] = [e.code, e.message, -1, -1]
-                continue
-            except OSError as e:
-                self.fail_log_dir(log_dir, e, f"an append to {tp[0]}-{tp[1]}")
-                results[tp] = [KAFKA_STORAGE_ERROR, f"{tp[0]}-{tp[1]}: {e}", -1, -1]
-                continue
-            if decision.verdict is Verdict.REFUSE:       # sequence/epoch check: nothing appended
-                results[tp] = [decision.error_code, decision.message, -1, -1]
-                continue
-            if decision.verdict is Verdict.DUPLICATE:    # a retry of batches already written
-                log.debug("[%s-%d] duplicate produce answered with offset %d", tp[0], tp[1],
-                          first)
-                results[tp] = [NONE, "", first, log_access.log_start_offset(plog)]
-                required[tp] = last + 1                  # acks=-1: once the HW passes them
-                continue
-            moved = self.core.on_local_append(tp, log_access.log_end_offset(plog))
-            self.topic_counters.produced(tp[0], len(payload), last - first + 1)
-            results[tp] = [NONE, "", first, log_access.log_start_offset(plog)]
-            required[tp] = last + 1
-            self._partition_changed(tp, moved)
-        if body.acks == 0:
-            return None
-        if body.acks == -1 and required:
-            timeout = body.timeout_ms or req.header.timeout_ms or self.cfg.request_timeout_ms
-            codes = await self._await_replicated(
-                required, timeout, span=lambda: _followers_span(len(required), body.acks))
-            if codes:
-                for tp, code in codes.items():
-                    if code != NONE:
-                        results[tp][0] = code
-                        results[tp][1] = errors.ErrorCode.Name(code).lower().replace("_", " ")
-        resp = produce_pb2.ProduceResponse()
-        for t in body.topics:
-            rt = resp.topics.add(name=t.name)
-            for p in t.partitions:
-                code, msg, base, start = results[(t.name, p.partition)]
-                rt.partitions.add(partition=p.partition, error_code=code, error_message=msg,
-                                  base_offset=base, log_append_time_ms=-1,
-                                  log_start_offset=start)
-        return Reply(resp)
-
-    async def _await_replicated(self, required: dict, timeout_ms: int,
-                                span=None) -> dict | None:
-        """acks=all: wait (in the produce purgatory) until each partition's high watermark
-        reaches its required offset, leadership is lost, or `timeout_ms`; the code per
-        partition, or None when every one was there already. `span`: a context manager
-        factory around the wait (the request's "await followers" span)."""
-        op_id = next(self._ids)
-        hws = {tp: self.core.get(tp).high_watermark for tp in required}
-        op = self.produce_purgatory.add(op_id, required, now_ms() + timeout_ms, hws)
-        if op is None:
-            return None
-        fut = self._loop.create_future()
-        self._produce_futs[op_id] = fut
-        self._tick_wake.set()
-        try:
-            with remote_wait(), (span() if span is not None else contextlib.nullcontext()):
-                return await fut
-        finally:
-            self._produce_futs.pop(op_id, None)
-            self.produce_purgatory.cancel(op_id)
-
-    # =========================================================================================
     # FETCH
-
-    # =========================================================================================
-    # LIST_OFFSETS
-
-    async def handle_list_offsets(self, req: Request) -> Reply:
-        body: list_offsets_pb2.ListOffsetsRequest = req.body
-        resp = list_offsets_pb2.ListOffsetsResponse()
-        for t in body.topics:
-            rt = resp.topics.add(name=t.name)
-            for p in t.partitions:
-                tp = (t.name, p.partition)
-                out = rt.partitions.add(partition=p.partition, timestamp=-1, offset=-1,
-                                        leader_epoch=-1)
-                r = self.core.get(tp)
-                if r is None:
-                    out.error_code = UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                if r.role is not Role.LEADER and body.replica_id < 0:
-                    out.error_code = NOT_LEADER_FOR_PARTITION
-                    continue
-                plog = self.logs.get(tp)
-                out.leader_epoch = r.leader_epoch
-                # read_committed (v1): nothing at or past the last stable offset is visible
-                visible = r.high_watermark
-                if body.isolation_level == 1 and body.replica_id < 0:
-                    visible = log_access.last_stable_offset(self.logs.store(tp), visible)
-                if p.timestamp == -2:
-                    out.offset = log_access.log_start_offset(plog)
-                elif p.timestamp == -1:
-                    out.offset = visible if body.replica_id < 0 \
-                        else log_access.log_end_offset(plog)
-                elif p.timestamp < 0:
-                    out.error_code = INVALID_REQUEST
-                    out.error_message = f"timestamp {p.timestamp}: use -1, -2 or a time in ms"
-                else:
-                    found = log_access.offset_for_timestamp(plog, p.timestamp)
-                    if found is not None:
-                        ts, off = found
-                        if body.replica_id < 0 and off >= visible:
-                            continue
-                        out.timestamp, out.offset = ts, off
-        return Reply(resp)
-
-    async def handle_delete_records(self, req: Request) -> Reply:
-        """Kafka's DeleteRecords on the leader: the log start offset moves up to the offset
-        asked (-1: the high watermark), never past the high watermark (OFFSET_OUT_OF_RANGE).
-        Followers follow when their next fetch answer carries the new log start offset (Kafka
-        also waits for them before answering; here the leader's move is the answer)."""
-        body: delete_records_pb2.DeleteRecordsRequest = req.body
-        resp = delete_records_pb2.DeleteRecordsResponse()
-        for t in body.topics:
-            rt = resp.topics.add(name=t.name)
-            for p in t.partitions:
-                tp = (t.name, p.partition)
-                out = rt.partitions.add(partition=p.partition, low_watermark=-1)
-                r = self.core.get(tp)
-                plog = self.logs.get(tp) if r is not None else None
-                if r is None or plog is None:
-                    out.error_code = UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                if r.role is not Role.LEADER:
-                    out.error_code = NOT_LEADER_FOR_PARTITION
-                    continue
-                offset = r.high_watermark if p.offset == -1 else p.offset
-                if offset < 0 or offset > r.high_watermark:
-                    out.error_code = OFFSET_OUT_OF_RANGE
-                    out.error_message = (f"offset {p.offset}: records can be deleted up to the "
-                                         f"high watermark {r.high_watermark}")
-                    continue
-                try:
-                    out.low_watermark = plog.delete_records_before(offset)
-                except errors.KafkaError as e:
-                    out.error_code, out.error_message = e.code, e.message or e.name
-                    continue
-                except OSError as e:     # writing the epoch checkpoint
-                    self.fail_log_dir(self._dir_of(tp), e, f"deleting records of {t.name}-{p.partition}")
-                    out.error_code = KAFKA_STORAGE_ERROR
-                    continue
-                log.info("[%s-%d] records before %d deleted (DeleteRecords); log start offset %d",
-                         t.name, p.partition, offset, out.low_watermark)
-        return Reply(resp)
-
-    async def handle_offset_for_leader_epoch(self, req: Request) -> Reply:
-        """Where each asked epoch ends in this leader's log (Kafka's OffsetForLeaderEpoch for
-        consumers: the leader answers, after checking the caller's view of its epoch)."""
-        body: list_offsets_pb2.OffsetForLeaderEpochRequest = req.body
-        resp = list_offsets_pb2.OffsetForLeaderEpochResponse()
-        for t in body.topics:
-            rt = resp.topics.add(name=t.name)
-            for p in t.partitions:
-                out = rt.partitions.add(partition=p.partition, leader_epoch=-1, end_offset=-1)
-                r = self.core.get((t.name, p.partition))
-                if r is None:
-                    out.error_code = UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                if r.role is not Role.LEADER:
-                    out.error_code = NOT_LEADER_FOR_PARTITION
-                    continue
-                code = divergence.check_current_leader_epoch(p.current_leader_epoch,
-                                                             r.leader_epoch)
-                if code != NONE:
-                    out.error_code = code
-                    out.error_message = (f"leader epoch {p.current_leader_epoch} asked, "
-                                         f"the leader's is {r.leader_epoch}")
-                    continue
-                plog = self.logs.get((t.name, p.partition))
-                if plog is None:
-                    out.error_code = UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                out.leader_epoch, out.end_offset = log_access.end_offset_for_epoch(
-                    plog, p.leader_epoch)
-        return Reply(resp)
-
-    # =========================================================================================
-    # WRITE_TXN_MARKERS (from transaction coordinators)
-
-    async def handle_write_txn_markers(self, req: Request) -> Reply:
-        """Each marker as a control batch on each partition this node leads, with acks=all
-        semantics (min.insync.replicas before, the high watermark past it after, at most
-        request.timeout.ms); per partition NONE or the error (Kafka's
-        WriteTxnMarkers: NOT_LEADER_FOR_PARTITION, NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH,
-        TRANSACTION_COORDINATOR_FENCED, ...)."""
-        body: transaction_pb2.WriteTxnMarkersRequest = req.body
-        results: dict[tuple[int, str, int], list] = {}     # (marker index, topic, p) -> [code, msg]
-        required: dict[tuple[str, int], int] = {}
-        waiting: dict[tuple[str, int], list[tuple[int, str, int]]] = {}
-        for i, m in enumerate(body.markers):
-            for t in m.topics:
-                for p in t.partitions:
-                    tp = (t.name, p)
-                    key = (i, t.name, p)
-                    code, msg, offset = self._write_marker(tp, m)
-                    results[key] = [code, msg]
-                    if code == NONE:
-                        required[tp] = max(required.get(tp, 0), offset + 1)
-                        waiting.setdefault(tp, []).append(key)
-        if required:
-            codes = await self._await_replicated(
-                required, req.header.timeout_ms or self.cfg.request_timeout_ms)
-            if codes:
-                for tp, code in codes.items():
-                    for key in waiting.get(tp, ()):
-                        if code != NONE:
-                            results[key] = [code, errors.ErrorCode.Name(code).lower()]
-        resp = transaction_pb2.WriteTxnMarkersResponse()
-        for i, m in enumerate(body.markers):
-            mr = resp.markers.add(producer_id=m.producer_id)
-            for t in m.topics:
-                tr = mr.topics.add(name=t.name)
-                for p in t.partitions:
-                    code, msg = results[(i, t.name, p)]
-                    tr.partitions.add(partition_index=p, error_code=code, error_message=msg)
-        return Reply(resp)
-
-    def _write_marker(self, tp, m) -> tuple[int, str, int]:
-        """Append one marker to tp as its leader: (code, message, marker offset)."""
-        code = self.core.leader_check(tp)
-        if code != NONE:
-            return code, f"{tp[0]}-{tp[1]}: not the leader here", -1
-        isr = self.core.isr_size(tp)
-        min_insync = self._min_insync(tp[0])
-        if isr < min_insync:
-            return errors.NotEnoughReplicasError.code, \
-                f"{tp[0]}-{tp[1]}: ISR has {isr} member(s), min.insync.replicas is {min_insync}", -1
-        log_dir = self._dir_of(tp)
-        if self.space.is_low(log_dir):
-            return KAFKA_STORAGE_ERROR, f"log dir {log_dir} is below log.dir.free.bytes.min", -1
-        replica = self.core.get(tp)
-        plog = self.logs.get(tp)
-        try:
-            refusal, offset = log_access.append_marker(
-                self.logs.store(tp), m.producer_id, m.producer_epoch, m.transaction_result,
-                m.coordinator_epoch, replica.leader_epoch)
-        except errors.KafkaError as e:
-            return e.code, e.message, -1
-        except OSError as e:
-            self.fail_log_dir(log_dir, e, f"a marker append to {tp[0]}-{tp[1]}")
-            return KAFKA_STORAGE_ERROR, f"{tp[0]}-{tp[1]}: {e}", -1
-        if refusal is not None:
-            return refusal[0], refusal[1], -1
-        log.debug("[%s-%d] %s marker of producer %d epoch %d at offset %d", tp[0], tp[1],
-                  "commit" if m.transaction_result else "abort", m.producer_id,
-                  m.producer_epoch, offset)
-        moved = self.core.on_local_append(tp, log_access.log_end_offset(plog))
-        self._partition_changed(tp, moved)
-        return NONE, "", offset
 
     # =========================================================================================
     # LEADER_AND_ISR / STOP_REPLICA

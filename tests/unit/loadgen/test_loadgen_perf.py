@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from loadgen import bench, options, perf
+from loadgen import bench, options, perf, perf_workers
 from loadgen.plot import PNG_MAGIC
 
 
@@ -17,7 +17,7 @@ from loadgen.plot import PNG_MAGIC
 def freezes(monkeypatch):
     """The runs here happen in the test process: count the heap freezes instead of freezing it."""
     calls = []
-    monkeypatch.setattr(perf, "freeze_setup_heap", lambda: calls.append(1))
+    monkeypatch.setattr(perf_workers, "freeze_setup_heap", lambda: calls.append(1))
     return calls
 
 
@@ -134,7 +134,7 @@ def test_split_evenly():
 
 def test_payloads_random_letters_or_file(tmp_path):
     pool = perf.make_payloads(100, seed=1)
-    assert len(pool) == perf.PAYLOAD_POOL and {len(v) for v in pool} == {100}
+    assert len(pool) == perf_workers.PAYLOAD_POOL and {len(v) for v in pool} == {100}
     assert all(65 <= c <= 90 for c in pool[0])
     assert len(set(pool)) > 1
     f = tmp_path / "payloads.txt"
@@ -147,14 +147,14 @@ def test_payloads_random_letters_or_file(tmp_path):
 
 
 def test_bulk_chunk_is_about_256_kib_whatever_the_batch_size():
-    assert perf.bulk_chunk_records(100) == 2427
-    assert perf.bulk_chunk_records(1024) == 254
-    assert perf.bulk_chunk_records(100, call_bytes=100) == 1
+    assert perf_workers.bulk_chunk_records(100) == 2427
+    assert perf_workers.bulk_chunk_records(1024) == 254
+    assert perf_workers.bulk_chunk_records(100, call_bytes=100) == 1
 
 
 def test_batch_group_counts_each_record_with_its_send_time(monkeypatch):
-    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
-    g = perf._BatchGroup(stats)
+    stats = perf_workers.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
+    g = perf_workers._BatchGroup(stats)
     g.add(1_000_000, 10)
     g.add(3_000_000, 10)
     monkeypatch.setattr(perf.time, "perf_counter_ns", lambda: 5_000_000)
@@ -168,8 +168,8 @@ def test_batch_group_counts_each_record_with_its_send_time(monkeypatch):
 
 
 def test_failed_batches_count_as_errors_not_records():
-    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
-    g = perf._BatchGroup(stats, count=5, nbytes=50, sum_ns=0, first_ns=0)
+    stats = perf_workers.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
+    g = perf_workers._BatchGroup(stats, count=5, nbytes=50, sum_ns=0, first_ns=0)
     b = FakeBatch()
     b.error = RuntimeError("x")
     g.on_done(FakeFuture(b))
@@ -178,7 +178,7 @@ def test_failed_batches_count_as_errors_not_records():
 
 def test_warmup_counts_only_the_records_after_the_mark_in_the_steady_state():
     now = [1.0]
-    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: now[0], warmup=5)
+    stats = perf_workers.WorkerStats(10.0, start=0.0, clock=lambda: now[0], warmup=5)
     stats.record(3, 30, latency_us=9_000, max_us=9_000)      # records 1-3: warm-up
     now[0] = 2.0
     stats.record(4, 40, latency_us=5_000, max_us=6_000)      # 4-5 warm-up, 6-7 steady
@@ -195,18 +195,18 @@ def test_warmup_counts_only_the_records_after_the_mark_in_the_steady_state():
 
 
 def test_record_each_splits_at_the_mark_inside_one_call():
-    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: 1.0, warmup=2)
+    stats = perf_workers.WorkerStats(10.0, start=0.0, clock=lambda: 1.0, warmup=2)
     stats.record_each([50_000, 40_000, 1_000, 2_000], 40)
     assert stats.steady_records == 2
     assert stats.steady.summary_ms()["max"] == pytest.approx(2.0)
 
 
 def test_without_warmup_nothing_is_counted_twice():
-    stats = perf.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
+    stats = perf_workers.WorkerStats(10.0, start=0.0, clock=lambda: 1.0)
     stats.record(3, 30, latency_us=1_000, max_us=1_000)
     stats.record_each([1_000], 10)
     assert stats.steady is None and stats.steady_records == 0
-    assert perf._worker_result(stats, 0.0, errors=0, metrics={})["steady"] is None
+    assert perf_workers._worker_result(stats, 0.0, errors=0, metrics={})["steady"] is None
 
 
 # --- whole runs with fake clients --------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_without_warmup_nothing_is_counted_twice():
 @pytest.mark.parametrize("extra", [[], ["--bulk"], ["--throughput", "200000"]])
 def test_produce_run_reports_rows_summary_json_and_plot(monkeypatch, tmp_path, extra):
     fake = FakeProducer()
-    monkeypatch.setattr(perf, "_producer", lambda spec: fake)
+    monkeypatch.setattr(perf_workers, "_producer", lambda spec: fake)
     out = io.StringIO()
     args = _args("--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png"),
                  "--reporting-interval", "1", "--partition", "0", *extra)
@@ -242,11 +242,11 @@ def test_produce_run_reports_rows_summary_json_and_plot(monkeypatch, tmp_path, e
                                             (["--no-gc-freeze"], 0)])
 def test_each_worker_freezes_its_heap_before_the_clock_unless_told_not_to(monkeypatch, freezes,
                                                                          flag, expected):
-    monkeypatch.setattr(perf, "_producer", lambda spec: FakeProducer())
+    monkeypatch.setattr(perf_workers, "_producer", lambda spec: FakeProducer())
     summary, rc = perf.run(_args(*flag), live=False, out=io.StringIO())
     assert rc == 0 and summary.records == 1000
     assert len(freezes) == expected
-    monkeypatch.setattr(perf, "_consumer", lambda spec: FakeConsumer(100))
+    monkeypatch.setattr(perf_workers, "_consumer", lambda spec: FakeConsumer(100))
     args = options.parse_args(["consume", "--bootstrap-server", "tcp://h:1", "--topic", "t",
                                "--num-records", "100", "--no-progress", *flag])
     perf.run(args, live=False, out=io.StringIO())
@@ -255,7 +255,7 @@ def test_each_worker_freezes_its_heap_before_the_clock_unless_told_not_to(monkey
 
 def test_freeze_setup_heap_moves_the_imported_heap_out_of_the_collectors_sight():
     # in a process of its own: freezing the test process's heap would keep its garbage
-    code = ("import gc, loadgen.perf as p; assert gc.get_freeze_count() == 0; "
+    code = ("import gc, loadgen.perf, loadgen.perf_workers as p; assert gc.get_freeze_count() == 0; "
             "p.freeze_setup_heap(); print(gc.get_freeze_count())")
     root = pathlib.Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
@@ -266,7 +266,7 @@ def test_freeze_setup_heap_moves_the_imported_heap_out_of_the_collectors_sight()
 
 def test_produce_run_with_failures_exits_1(monkeypatch):
     fake = FakeProducer(per_batch=10, fail_every=2)
-    monkeypatch.setattr(perf, "_producer", lambda spec: fake)
+    monkeypatch.setattr(perf_workers, "_producer", lambda spec: fake)
     summary, rc = perf.run(_args(), live=False, out=io.StringIO())
     assert rc == 1
     assert summary.errors == 500 and summary.records == 500
@@ -274,7 +274,7 @@ def test_produce_run_with_failures_exits_1(monkeypatch):
 
 def test_consume_run_counts_records_and_bytes(monkeypatch, tmp_path):
     fake = FakeConsumer(2500)
-    monkeypatch.setattr(perf, "_consumer", lambda spec: fake)
+    monkeypatch.setattr(perf_workers, "_consumer", lambda spec: fake)
     args = options.parse_args(["consume", "--bootstrap-server", "tcp://h:1", "--topic", "t",
                                "--num-records", "2500", "--no-progress", "--json",
                                str(tmp_path / "c.json")])
@@ -286,7 +286,7 @@ def test_consume_run_counts_records_and_bytes(monkeypatch, tmp_path):
 
 
 def test_consume_short_of_records_exits_1(monkeypatch):
-    monkeypatch.setattr(perf, "_consumer", lambda spec: FakeConsumer(10))
+    monkeypatch.setattr(perf_workers, "_consumer", lambda spec: FakeConsumer(10))
     args = options.parse_args(["consume", "--bootstrap-server", "tcp://h:1", "--topic", "t",
                                "--num-records", "20", "--no-progress", "--timeout-ms", "1"])
     summary, rc = perf.run(args, live=False, out=io.StringIO())
@@ -355,19 +355,19 @@ def test_throttle_sleeps_in_chunks_of_at_least_two_ms_and_keeps_the_rate(monkeyp
         now[0] += s
     monkeypatch.setattr(perf.time, "perf_counter", lambda: now[0])
     monkeypatch.setattr(perf.time, "sleep", sleep)
-    limiter = perf.make_limiter(50_000, now[0])          # burst: 10 ms worth (500 records)
+    limiter = perf_workers.make_limiter(50_000, now[0])          # burst: 10 ms worth (500 records)
     for _ in range(2000):
-        perf._throttle(limiter, 1)
-    assert sleeps and min(sleeps) >= perf.MIN_SLEEP_S
+        perf_workers._throttle(limiter, 1)
+    assert sleeps and min(sleeps) >= perf_workers.MIN_SLEEP_S
     assert len(sleeps) <= (2000 - 500) / 100 + 1            # ~one sleep per 100 records
     # the rate holds: 2000 records take (2000 - burst) / rate seconds, up to one chunk
-    assert abs(sum(sleeps) - 1500 / 50_000) <= perf.MIN_SLEEP_S
+    assert abs(sum(sleeps) - 1500 / 50_000) <= perf_workers.MIN_SLEEP_S
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
 def test_produce_run_with_warmup_prints_and_writes_the_steady_state(monkeypatch, tmp_path,
                                                                     processes):
-    monkeypatch.setattr(perf, "_producer", lambda spec: FakeProducer())
+    monkeypatch.setattr(perf_workers, "_producer", lambda spec: FakeProducer())
     monkeypatch.setattr(perf, "_run_workers", lambda kind, specs, reporter, processes:
                         [perf.produce_worker(sp, i, reporter.handle, lambda: perf.time.time())
                          for i, sp in enumerate(specs)])
@@ -387,7 +387,7 @@ def test_produce_run_with_warmup_prints_and_writes_the_steady_state(monkeypatch,
 
 
 def test_no_warmup_leaves_the_output_as_it_was(monkeypatch, tmp_path):
-    monkeypatch.setattr(perf, "_producer", lambda spec: FakeProducer())
+    monkeypatch.setattr(perf_workers, "_producer", lambda spec: FakeProducer())
     out = io.StringIO()
     summary, _ = perf.run(_args("--json", str(tmp_path / "n.json")), live=False, out=out)
     assert summary.steady_state is None
