@@ -30,7 +30,8 @@ Requests (the checks and answers are Kafka's):
   done, at most transaction.concurrent.request.max.wait.ms (then CONCURRENT_TRANSACTIONS, as
   Kafka answers at once): the next transaction starts as soon as the last one completed rather
   than after the client's retry backoff.
-- DescribeTransactions / ListTransactions (KIP-664) from memory.
+- DescribeTransactions / ListTransactions (KIP-664; ListTransactions v1's duration filter,
+  KIP-994) from memory.
 
 Timers (`tick`): an Ongoing transaction older than its timeout is aborted at epoch + 1 (the
 producer is fenced: its later requests get PRODUCER_FENCED, its writes INVALID_PRODUCER_EPOCH);
@@ -398,7 +399,7 @@ class TransactionCoordinatorCore:
         elif isinstance(b, tx.DescribeTransactionsRequest):
             out.append(Reply(rid, self._describe(b)))
         elif isinstance(b, tx.ListTransactionsRequest):
-            out.append(Reply(rid, self._list(b)))
+            out.append(Reply(rid, self._list(b, now_ms)))
         else:
             raise TypeError(f"not a transaction coordinator request: {type(b).__name__}")
 
@@ -669,8 +670,10 @@ class TransactionCoordinatorCore:
                 d.topics.add(name=topic, partitions=parts)
         return resp
 
-    def _list(self, b: tx.ListTransactionsRequest) -> tx.ListTransactionsResponse:
+    def _list(self, b: tx.ListTransactionsRequest, now_ms: int) -> tx.ListTransactionsResponse:
         resp = tx.ListTransactionsResponse()
+        # v1 (KIP-994): only transactions open at least this long
+        min_open_ms = b.duration_filter_ms if b.HasField("duration_filter_ms") else -1
         states: set[TxnStatus] = set()
         for name in b.state_filters:
             try:
@@ -689,6 +692,9 @@ class TransactionCoordinatorCore:
             if (states or b.state_filters) and txn.state not in states:
                 continue
             if pids and txn.producer_id not in pids:
+                continue
+            if min_open_ms >= 0 and (txn.state not in (S.ONGOING, *PREPARE) or txn.start_ms < 0
+                                     or now_ms - txn.start_ms < min_open_ms):
                 continue
             resp.transaction_states.add(transactional_id=tid, producer_id=txn.producer_id,
                                         transaction_state=txn.state.kafka_name,

@@ -472,6 +472,14 @@ def test_describe_and_list():
     assert list(only.unknown_state_filters) == ["Bogus"]
     by_pid = w.send(tx.ListTransactionsRequest(producer_id_filters=[p.producer_id]))
     assert [t.transactional_id for t in by_pid.transaction_states] == [TID]
+    # v1's duration filter (KIP-994): open transactions only, open at least that long
+    w.tick(5000)
+    assert [t.transactional_id for t in w.send(tx.ListTransactionsRequest(
+        duration_filter_ms=5000)).transaction_states] == [TID]
+    assert w.send(tx.ListTransactionsRequest(duration_filter_ms=5001)).transaction_states == []
+    assert len(w.send(tx.ListTransactionsRequest(duration_filter_ms=-1)).transaction_states) == 2
+    w.end(p.producer_id, 0, True)
+    assert w.send(tx.ListTransactionsRequest(duration_filter_ms=0)).transaction_states == []
 
 
 def test_replay_rebuilds_what_was_acknowledged():
