@@ -140,8 +140,9 @@ _api(ApiKey.TXN_OFFSET_COMMIT, transaction_pb2.TxnOffsetCommitRequest,
      transaction_pb2.TxnOffsetCommitResponse)
 _api(ApiKey.DESCRIBE_TRANSACTIONS, transaction_pb2.DescribeTransactionsRequest,
      transaction_pb2.DescribeTransactionsResponse)
+# LIST_TRANSACTIONS v1: duration_filter_ms (KIP-994).
 _api(ApiKey.LIST_TRANSACTIONS, transaction_pb2.ListTransactionsRequest,
-     transaction_pb2.ListTransactionsResponse)
+     transaction_pb2.ListTransactionsResponse, (0, 1))
 
 
 def api_name(key: int) -> str:

@@ -8,7 +8,7 @@ host bound to the current Authorizer.
 
 | API | needs (Kafka's) | when denied |
 |---|---|---|
-| PRODUCE | Write topic | TOPIC_AUTHORIZATION_FAILED per partition; the rest is written |
+| PRODUCE | Write topic; with a transactional id (Kafka clients') Write on it | TOPIC_AUTHORIZATION_FAILED per partition, the rest is written; TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition |
 | FETCH | Read topic | same, per partition |
 | LIST_OFFSETS | Describe topic | same |
 | OFFSET_FOR_LEADER_EPOCH | Describe topic | same |
@@ -93,6 +93,16 @@ def denied_message(what: str, name: str, operation: Operation) -> str:
 def denied_routed_topics(api: int, body, may: May) -> frozenset[str]:
     op = ROUTED_TOPIC_OPS[api]
     return frozenset(t.name for t in body.topics if not may(op, TOPIC, t.name))
+
+
+def routed_request_denied(api: int, body, may: May) -> tuple[int, str] | None:
+    """The error every partition gets when the request as a whole is refused: a PRODUCE naming
+    a transactional id needs Write on it (Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    tid = getattr(body, "transactional_id", "") if api == ApiKey.PRODUCE else ""
+    if tid and not may(O.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                denied_message("transactional id", tid, O.WRITE))
+    return None
 
 
 # --- METADATA ----------------------------------------------------------------------------------

@@ -299,17 +299,19 @@ class _SubBuilder:
 
 
 def split(api: int, body: Any, payloads: Sequence[Any], cache: MetadataCache,
-          denied_topics: frozenset[str] = frozenset()) -> Plan:
+          denied_topics: frozenset[str] = frozenset(),
+          refused: tuple[int, str] | None = None) -> Plan:
     """Validate a client's request and split it per partition leader (see the module doc).
     Raises errors.InvalidRequestError for a request that cannot be answered per partition.
     Partitions of `denied_topics` (the ACLs refuse them, core/authorization.py) are answered
-    TOPIC_AUTHORIZATION_FAILED and never forwarded, whether or not the topic exists."""
+    TOPIC_AUTHORIZATION_FAILED and never forwarded, whether or not the topic exists; with
+    `refused` (code, message) every partition is answered that and nothing is forwarded."""
     shape = SHAPES.get(api)
     if shape is None:
         raise errors.InvalidRequestError(f"api {api} is not routed to partition leaders")
     n_partitions = sum(len(t.partitions) for t in body.topics)
     shape.check_request(body, n_partitions, len(payloads))
-    request_error = shape.request_error(body)
+    request_error = shape.request_error(body) or refused
 
     slots: list[Slot] = []
     subs: dict[int, _SubBuilder] = {}

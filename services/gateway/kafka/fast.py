@@ -19,8 +19,9 @@ the one join that makes the frame).
           record_errors []         (v8+)          high_watermark int64,
           error_message nstring    (v8+)          last_stable_offset int64,
         ]                                         log_start_offset int64     (v5+)
-      ]                                           aborted_transactions n[]  (null on error)
-      throttle_time_ms int32                      preferred_read_replica int32 (v11+)
+      ]                                           aborted_transactions n[  (null on error)
+      throttle_time_ms int32                        producer_id int64, first_offset int64 ]
+                                                  preferred_read_replica int32 (v11+)
                                                   records nullable bytes
     Flexible from Produce v9 / Fetch v12: compact strings and arrays (unsigned varint
     length + 1), and an empty tagged-field section (one 0 byte) after every struct; the
@@ -117,14 +118,17 @@ def produce_response(version: int, throttle_ms: int,
     return EncodedResponse(out, flex)
 
 
-# (partition_index, error_code, high_watermark, last_stable_offset, log_start_offset, records)
-FetchPartition = tuple[int, int, int, int, int, Any]
+# (partition_index, error_code, high_watermark, last_stable_offset, log_start_offset, records
+#  [, aborted_transactions: ((producer_id, first_offset), ...) of a read_committed fetch])
+FetchPartition = tuple[Any, ...]
+_ABORTED = struct.Struct(">qq")         # producer_id, first_offset
 
 
 def fetch_response(version: int, throttle_ms: int, error_code: int, session_id: int,
                    topics: Sequence[tuple[str, Sequence[FetchPartition]]]) -> EncodedResponse:
     """Records are bytes-like (a storage node's frame): spliced in as they are. Aborted
-    transactions: an empty array for a partition without error, null with one (as Kafka)."""
+    transactions: the partition's (producer id, first offset) pairs when given (read_committed),
+    else an empty array for a partition without error; null with one (as Kafka)."""
     flex = version >= FETCH_FLEXIBLE
     if version >= 7:
         out: list[Any] = [_FETCH_TOP.pack(throttle_ms, error_code, session_id)]
@@ -137,10 +141,19 @@ def fetch_response(version: int, throttle_ms: int, error_code: int, session_id: 
     for name, parts in topics:
         out.append(string(name, flex))
         out.append(_len(len(parts), flex))
-        for index, code, hw, lso, log_start, records in parts:
+        for part in parts:
+            index, code, hw, lso, log_start, records = part[:6]
+            aborted = part[6] if len(part) > 6 else None
             out.append(pack(index, code, hw, lso))
             tail = _I64.pack(log_start) if version >= 5 else b""
-            tail += empty_array if code == 0 else null_array
+            if code != 0:
+                tail += null_array
+            elif aborted:
+                tail += _len(len(aborted), flex) + b"".join(
+                    _ABORTED.pack(pid, first) + (EMPTY_TAGS if flex else b"")
+                    for pid, first in aborted)
+            else:
+                tail += empty_array
             if version >= 11:
                 tail += b"\xff\xff\xff\xff"               # preferred_read_replica -1
             n = len(records)

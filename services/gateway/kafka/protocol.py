@@ -57,6 +57,10 @@ DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
 DESCRIBE_ACLS = 29
 CREATE_ACLS = 30
 DELETE_ACLS = 31
@@ -72,6 +76,8 @@ OFFSET_DELETE = 47
 DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -90,7 +96,9 @@ API_NAMES = {
     DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
     ALTER_CONFIGS: "AlterConfigs", DESCRIBE_LOG_DIRS: "DescribeLogDirs",
     ELECT_LEADERS: "ElectLeaders", INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
-    OFFSET_DELETE: "OffsetDelete",
+    OFFSET_DELETE: "OffsetDelete", ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn",
+    ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn", END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
+    DESCRIBE_TRANSACTIONS: "DescribeTransactions", LIST_TRANSACTIONS: "ListTransactions",
 }
 
 # api key -> (lowest, highest) version served. Why each ceiling (the next version needs what
@@ -108,6 +116,11 @@ API_NAMES = {
 #   DeleteGroups 2, DescribeAcls / CreateAcls / DeleteAcls 3 (from v1: Kafka 4 dropped v0),
 #   AlterConfigs 2, IncrementalAlterConfigs 1, DescribeLogDirs 5, ElectLeaders 2,
 #   OffsetDelete 0: the newest Kafka has.
+#   Transactions (KIP-98, transaction.version 1: the client adds its partitions):
+#   AddPartitionsToTxn 3 (v4+ are broker-to-broker: KIP-890's batched verification, which
+#   gateways do not do), AddOffsetsToTxn 4, EndTxn 4 and TxnOffsetCommit 4 (v5: KIP-890 part 2,
+#   transaction.version 2, which needs Produce v12 and an epoch bump per transaction),
+#   DescribeTransactions 0 (the only one), ListTransactions 1 (v2: KIP-1152's id pattern).
 #   SaslHandshake 0-1 (v0: bare token frames follow, before KIP-152), SaslAuthenticate 0-2:
 #   every version (answered on the connection itself: listener.py with sasl.py).
 #   Describe/AlterUserScramCredentials 0 (KIP-554; the only version): answered by the gateway
@@ -148,6 +161,12 @@ SERVED: dict[int, tuple[int, int]] = {
     DESCRIBE_LOG_DIRS: (1, 5),
     ELECT_LEADERS: (0, 2),
     OFFSET_DELETE: (0, 0),
+    ADD_PARTITIONS_TO_TXN: (0, 3),
+    ADD_OFFSETS_TO_TXN: (0, 4),
+    END_TXN: (0, 4),
+    TXN_OFFSET_COMMIT: (0, 4),
+    DESCRIBE_TRANSACTIONS: (0, 0),
+    LIST_TRANSACTIONS: (0, 1),
 }
 # What ApiVersions lists, where it differs from SERVED (KAFKA-18659, see the module doc).
 ADVERTISED_MIN = {PRODUCE: 0}

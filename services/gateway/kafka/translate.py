@@ -20,9 +20,17 @@ here (CORRUPT_MESSAGE for a partition without a record batch, INVALID_REPLICA_AS
 replica ids, UNKNOWN_TOPIC_ID for topics named by id); the SDK handlers validate the rest as for
 SDK clients (topic names, partitions, acks...).
 
+Transactions (KIP-98 with the client adding its partitions, transaction.version 1) map 1:1 onto
+Riverbed's transaction APIs (proto/riverbed/v1/transaction.proto, Kafka's number + 100):
+InitProducerId with a transactional id -> INIT_PRODUCER_ID v1, FindCoordinator key_type 1 ->
+FIND_COORDINATOR v1 TRANSACTION (answered, like groups, by the gateway of the id's shard),
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions,
+ListTransactions; Fetch and ListOffsets carry their isolation level (v1), OffsetFetch its
+require_stable (v1). Kafka's clients before PRODUCER_FENCED (InitProducerId v0-3,
+AddPartitionsToTxn / AddOffsetsToTxn / EndTxn v0-1) hear INVALID_PRODUCER_EPOCH instead, as
+Kafka's brokers answer them.
+
 What is not Riverbed's model, and what a Kafka client sees (docs/kafka-protocol.md):
-- transactions: InitProducerId / Produce with a transactional id and FindCoordinator for a
-  transaction coordinator answer INVALID_REQUEST;
 - groups: Kafka's classic protocol, the group's leader assigns (JoinGroup/SyncGroup v1 of
   Riverbed's, "client assignment" in proto/riverbed/v1/group.proto): any protocol type and
   strategy, metadata and assignments passed as opaque bytes; such a group cannot also have SDK
@@ -62,6 +70,7 @@ from riverbed._proto.v1 import (
     offset_pb2,
     produce_pb2,
     producer_id_pb2,
+    transaction_pb2,
 )
 from riverbed.coordinator.offsets_topic import partition_for
 from services.gateway.kafka import brokers as bk
@@ -75,6 +84,7 @@ INT32_MIN = -(2 ** 31)
 UINT32_MAX = 2 ** 32 - 1
 ZERO_MS = datetime.timedelta(0)
 RECORD_BATCH_OVERHEAD = 61                 # the smallest v2 record batch (its header)
+READ_UNCOMMITTED = 0                       # Kafka's isolation_level (1: read_committed)
 TOPIC_TYPE, BROKER_TYPE = 2, 4             # DescribeConfigs resource types
 CONFIG_SOURCE_DYNAMIC_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
 COORDINATOR_ERRORS = frozenset({ErrorCode.not_coordinator.value,
@@ -405,17 +415,17 @@ def produce(req: kp.KafkaRequest, view: ClusterView) -> Step:
     # Per flattened partition: None (forwarded) or (code, message) answered here.
     local: list[tuple[int, str] | None] = []
     layout: list[tuple[str, list[int]]] = []
-    body = produce_pb2.ProduceRequest(acks=b.acks, timeout_ms=_u32(to_ms(b.timeout)))
+    # A transactional producer's Produce names its transactional id: the gateway checks Write on
+    # it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), the leader its batches' producer state.
+    body = produce_pb2.ProduceRequest(acks=b.acks, timeout_ms=_u32(to_ms(b.timeout)),
+                                      transactional_id=b.transactional_id or "")
     payloads: list[bytes] = []
     for t in b.topic_data:
         layout.append((t.name, [p.index for p in t.partition_data]))
         out_topic = None
         for p in t.partition_data:
             err = None
-            if b.transactional_id is not None:
-                err = (ErrorCode.invalid_request.value,
-                       "transactions are not served by Riverbed yet")
-            elif p.records is None or len(p.records) < RECORD_BATCH_OVERHEAD:
+            if p.records is None or len(p.records) < RECORD_BATCH_OVERHEAD:
                 err = (ErrorCode.corrupt_message.value,
                        f"partition {p.index} carries no whole record batch")
             local.append(err)
@@ -503,9 +513,10 @@ def fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
                 else ErrorCode.invalid_fetch_session_epoch)
         return Done(r.response(throttle_time=ZERO_MS, error_code=code, session_id=0,
                                responses=()))
+    isolation = getattr(b, "isolation_level", READ_UNCOMMITTED)
     body = fetch_pb2.FetchRequest(
         replica_id=b.replica_id, max_wait_ms=_u32(to_ms(b.max_wait)), min_bytes=_u32(b.min_bytes),
-        max_bytes=_u32(getattr(b, "max_bytes", 0)), isolation_level=getattr(b, "isolation_level", 0),
+        max_bytes=_u32(getattr(b, "max_bytes", 0)), isolation_level=isolation,
         session_epoch=-1)
     layout: Layout = []
     for t in b.topics:
@@ -524,14 +535,17 @@ def fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
         def answered(index: int, a: Any, i: int) -> Any:
             lso = a.last_stable_offset if a.last_stable_offset >= 0 else a.high_watermark
             records = _payload_buffer(frames[i]) if i < len(frames) else b""
+            aborted = tuple((x.producer_id, x.first_offset) for x in a.aborted_transactions)
             return (index, _code(a.error_code), a.high_watermark, lso, a.log_start_offset,
-                    records)
+                    records, aborted)
 
         def failed(index: int, code: int) -> Any:
             return (index, _code(code), -1, -1, -1, b"")
         topics = _per_partition(layout, o, answered, failed) if top == NONE else []
         return Done(fast.fetch_response(v, _throttle_ms(o), top, 0, topics))
-    return _one(Call(R.FETCH, body), finish)
+    # FETCH v1: the isolation level holds (read_committed: up to the last stable offset, with
+    # the aborted transactions of the data returned)
+    return _one(Call(R.FETCH, body, api_version=1), finish)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,7 +554,8 @@ def fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
 def list_offsets(req: kp.KafkaRequest, view: ClusterView) -> Step:
     b, v = req.body, req.api_version
     r = _Resp(kp.LIST_OFFSETS, v)
-    body = list_offsets_pb2.ListOffsetsRequest(replica_id=b.replica_id)
+    body = list_offsets_pb2.ListOffsetsRequest(
+        replica_id=b.replica_id, isolation_level=getattr(b, "isolation_level", READ_UNCOMMITTED))
     layout: Layout = []
     for t in b.topics:
         lt = body.topics.add(name=t.name)
@@ -559,7 +574,8 @@ def list_offsets(req: kp.KafkaRequest, view: ClusterView) -> Step:
                                   error_code=ec(code), timestamp=-1, offset=-1, leader_epoch=-1))
         return Done(r.response(throttle_time=_throttle(o), topics=tuple(
             r("ListOffsetsTopicResponse", name=name, partitions=parts) for name, parts in topics)))
-    return _one(Call(R.LIST_OFFSETS, body), finish)
+    # LIST_OFFSETS v1: read_committed's latest is the last stable offset
+    return _one(Call(R.LIST_OFFSETS, body, api_version=1), finish)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,23 +620,37 @@ def init_producer_id(req: kp.KafkaRequest, view: ClusterView) -> Step:
     def answer(code: int, pid: int = -1, epoch: int = -1, throttle=ZERO_MS) -> Done:
         return Done(r.response(throttle_time=throttle, error_code=ec(code), producer_id=pid,
                                producer_epoch=epoch))
-    if b.transactional_id is not None:
-        return answer(ErrorCode.invalid_request.value)   # transactions: not served yet
+    tid = b.transactional_id
     body = producer_id_pb2.InitProducerIdRequest(
         producer_id=getattr(b, "producer_id", -1), producer_epoch=getattr(b, "producer_epoch", -1))
+    if tid is not None:
+        # v1: the transactional id's coordinator (fencing older instances, KIP-360's bump with
+        # the current id and epoch). An empty id is Kafka's INVALID_REQUEST (from the coordinator).
+        body.transactional_id = tid
+        body.transaction_timeout_ms = max(0, min(2**31 - 1, to_ms(b.transaction_timeout)))
 
     def finish(o: Outcome) -> Step:
         if not o.ok:
-            return answer(o.error_code)
+            return answer(fenced_as(o.error_code, req, 4))
         x = o.body
         if x.error_code != NONE:
-            return answer(x.error_code, throttle=_throttle(o))
+            return answer(fenced_as(x.error_code, req, 4), throttle=_throttle(o))
         return answer(NONE, x.producer_id, x.producer_epoch, _throttle(o))
-    return _one(Call(R.INIT_PRODUCER_ID, body), finish)
+    return _one(Call(R.INIT_PRODUCER_ID, body, api_version=1 if tid is not None else 0), finish)
+
+
+def fenced_as(code: int, req: kp.KafkaRequest, since: int) -> int:
+    """PRODUCER_FENCED as a client of `req`'s version understands it: versions before `since`
+    predate the code and hear INVALID_PRODUCER_EPOCH, as Kafka's brokers answer them."""
+    if code == ErrorCode.producer_fenced.value and req.api_version < since:
+        return ErrorCode.invalid_producer_epoch.value
+    return code
 
 
 # ---------------------------------------------------------------------------------------------
 # FindCoordinator
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1             # Kafka's key_type
 
 def find_coordinator(req: kp.KafkaRequest, view: ClusterView) -> Step:
     b, v = req.body, req.api_version
@@ -632,7 +662,8 @@ def find_coordinator(req: kp.KafkaRequest, view: ClusterView) -> Step:
         """(code, message, node id, host, port) for one key's outcome."""
         if o is None:
             return (ErrorCode.invalid_request.value,
-                    "transaction coordinators are not served by Riverbed yet", -1, "", -1)
+                    f"key_type {key_type}: only groups (0) and transactions (1) have "
+                    "coordinators here", -1, "", -1)
         if not o.ok:
             return o.error_code, o.error_message or None, -1, "", -1
         x = o.body
@@ -644,8 +675,13 @@ def find_coordinator(req: kp.KafkaRequest, view: ClusterView) -> Step:
                     "listener", -1, "", -1)
         return NONE, None, node.node_id, node.host, node.port
 
-    calls = () if key_type != 0 else tuple(
-        Call(R.FIND_COORDINATOR, group_pb2.FindCoordinatorRequest(key=k, key_type=group_pb2.GROUP))
+    # key_type 0: the group's coordinator; 1: the transactional id's (FIND_COORDINATOR v1). Either
+    # is answered with the gateway of the key's shard, which forwards to the real one.
+    riverbed_type = {GROUP_KEY: group_pb2.GROUP, TRANSACTION_KEY: group_pb2.TRANSACTION}
+    calls = () if key_type not in riverbed_type else tuple(
+        Call(R.FIND_COORDINATOR, group_pb2.FindCoordinatorRequest(
+            key=k, key_type=riverbed_type[key_type]),
+            api_version=1 if key_type == TRANSACTION_KEY else 0)
         for k in keys)
 
     def finish(outs: list[Outcome]) -> Step:
@@ -922,12 +958,15 @@ def offset_fetch(req: kp.KafkaRequest, view: ClusterView) -> Step:
     else:
         asks = [(b.group_id, b.topics)]
         part_cls, topic_cls = "OffsetFetchResponsePartition", "OffsetFetchResponseTopic"
+    # v7+: require_stable (KIP-447; read_committed consumers set it): a partition whose offsets
+    # a pending transaction is about to replace answers UNSTABLE_OFFSET_COMMIT (OFFSET_FETCH v1)
+    require_stable = bool(getattr(b, "require_stable", False))
     calls = []
     for gid, topics in asks:
-        body = offset_pb2.OffsetFetchRequest(group_id=gid)
+        body = offset_pb2.OffsetFetchRequest(group_id=gid, require_stable=require_stable)
         for t in topics or ():
             body.topics.add(name=t.name, partition_indexes=list(t.partition_indexes))
-        calls.append(Call(R.OFFSET_FETCH, body))
+        calls.append(Call(R.OFFSET_FETCH, body, api_version=1 if require_stable else 0))
 
     def group_topics(o: Outcome, topics) -> tuple[int, tuple]:
         top = o.error_code if not o.ok else o.body.error_code
@@ -1584,6 +1623,166 @@ def delete_acls(req: kp.KafkaRequest, view: ClusterView) -> Step:
     return _one(Call(R.DELETE_ACLS, body), finish)
 
 
+# ---------------------------------------------------------------------------------------------
+# Transactions (KIP-98 / KIP-447 / KIP-664; transaction.version 1): Riverbed's twins of these
+# APIs have Kafka's fields and codes (proto/riverbed/v1/transaction.proto)
+
+TX = transaction_pb2
+
+
+def _txn_topics(topics) -> list:
+    return [TX.TxnTopic(name=t.name, partitions=list(t.partitions)) for t in topics]
+
+
+def add_partitions_to_txn(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b, v = req.body, req.api_version
+    r = _Resp(kp.ADD_PARTITIONS_TO_TXN, v)
+    layout: Layout = []
+    for t in b.v3_and_below_topics:
+        layout.append((t.name, list(t.partitions)))
+    body = TX.AddPartitionsToTxnRequest(
+        transactional_id=b.v3_and_below_transactional_id,
+        producer_id=b.v3_and_below_producer_id, producer_epoch=b.v3_and_below_producer_epoch,
+        topics=_txn_topics(b.v3_and_below_topics))
+
+    def finish(o: Outcome) -> Step:
+        theirs: dict[tuple[str, int], int] = {}
+        if o.ok:
+            for t in o.body.results:
+                for x in t.results:
+                    theirs[(t.name, x.partition_index)] = x.error_code
+        missing = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
+        return Done(r.response(throttle_time=_throttle(o), results_by_topic_v3_and_below=tuple(
+            r("AddPartitionsToTxnTopicResult", name=name, results_by_partition=tuple(
+                r("AddPartitionsToTxnPartitionResult", partition_index=p,
+                  partition_error_code=ec(fenced_as(theirs.get((name, p), missing), req, 2)))
+                for p in parts)) for name, parts in layout)))
+    if not layout:
+        return finish(Outcome(body=TX.AddPartitionsToTxnResponse()))
+    return _one(Call(R.ADD_PARTITIONS_TO_TXN, body), finish)
+
+
+def add_offsets_to_txn(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.ADD_OFFSETS_TO_TXN, req.api_version)
+    body = TX.AddOffsetsToTxnRequest(transactional_id=b.transactional_id,
+                                     producer_id=b.producer_id, producer_epoch=b.producer_epoch,
+                                     group_id=b.group_id)
+
+    def finish(o: Outcome) -> Step:
+        code = o.body.error_code if o.ok else o.error_code
+        return Done(r.response(throttle_time=_throttle(o),
+                               error_code=ec(fenced_as(code, req, 2))))
+    return _one(Call(R.ADD_OFFSETS_TO_TXN, body), finish)
+
+
+def end_txn(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.END_TXN, req.api_version)
+    body = TX.EndTxnRequest(transactional_id=b.transactional_id, producer_id=b.producer_id,
+                            producer_epoch=b.producer_epoch, committed=bool(b.committed))
+
+    def finish(o: Outcome) -> Step:
+        code = o.body.error_code if o.ok else o.error_code
+        return Done(r.response(throttle_time=_throttle(o),
+                               error_code=ec(fenced_as(code, req, 2))))
+    return _one(Call(R.END_TXN, body), finish)
+
+
+def txn_offset_commit(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.TXN_OFFSET_COMMIT, req.api_version)
+    body = TX.TxnOffsetCommitRequest(
+        transactional_id=b.transactional_id, group_id=b.group_id, producer_id=b.producer_id,
+        producer_epoch=b.producer_epoch, generation_id=getattr(b, "generation_id", -1),
+        member_id=getattr(b, "member_id", ""),
+        group_instance_id=getattr(b, "group_instance_id", None) or "")
+    layout: Layout = []
+    for t in b.topics:
+        ct = body.topics.add(name=t.name)
+        layout.append((t.name, [p.partition_index for p in t.partitions]))
+        for p in t.partitions:
+            ct.partitions.add(partition_index=p.partition_index,
+                              committed_offset=p.committed_offset,
+                              committed_leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                              committed_metadata=p.committed_metadata or "")
+
+    def finish(o: Outcome) -> Step:
+        theirs: dict[tuple[str, int], int] = {}
+        if o.ok:
+            for t in o.body.topics:
+                for x in t.partitions:
+                    theirs[(t.name, x.partition_index)] = x.error_code
+        missing = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
+        return Done(r.response(throttle_time=_throttle(o), topics=tuple(
+            r("TxnOffsetCommitResponseTopic", name=name, partitions=tuple(
+                r("TxnOffsetCommitResponsePartition", partition_index=p,
+                  error_code=ec(theirs.get((name, p), missing))) for p in parts))
+            for name, parts in layout)))
+    if not layout:
+        return finish(Outcome(body=TX.TxnOffsetCommitResponse()))
+    return _one(Call(R.TXN_OFFSET_COMMIT, body), finish)
+
+
+def _ms_time(value: int) -> datetime.datetime:
+    """Epoch milliseconds (-1: none) as kio's datetime_i64."""
+    return datetime.datetime.fromtimestamp(value / 1000.0, tz=datetime.timezone.utc)
+
+
+def describe_transactions(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    r = _Resp(kp.DESCRIBE_TRANSACTIONS, req.api_version)
+    ids = list(req.body.transactional_ids)
+
+    def finish(o: Outcome) -> Step:
+        theirs = {d.transactional_id: d for d in o.body.transaction_states} if o.ok else {}
+        out = []
+        for tid in ids:
+            d = theirs.get(tid)
+            if d is None:
+                code = o.error_code if not o.ok else ErrorCode.unknown_server_error.value
+                d = TX.TransactionStateDescription(transactional_id=tid, error_code=code,
+                                                   producer_id=-1, producer_epoch=-1,
+                                                   transaction_start_time_ms=-1)
+            # an error entry carries Kafka's defaults (start time 0); an Empty one -1, as Kafka
+            start = d.transaction_start_time_ms if d.error_code == NONE else 0
+            out.append(r("TransactionState", error_code=ec(d.error_code), transactional_id=tid,
+                         transaction_state=d.transaction_state,
+                         transaction_timeout=ms(d.transaction_timeout_ms),
+                         transaction_start_time=_ms_time(start),
+                         producer_id=d.producer_id, producer_epoch=d.producer_epoch,
+                         topics=tuple(r("TopicData", topic=t.name, partitions=tuple(t.partitions))
+                                      for t in d.topics)))
+        return Done(r.response(throttle_time=_throttle(o), transaction_states=tuple(out)))
+    if not ids:
+        return finish(Outcome(body=TX.DescribeTransactionsResponse()))
+    return _one(Call(R.DESCRIBE_TRANSACTIONS, TX.DescribeTransactionsRequest(
+        transactional_ids=ids)), finish)
+
+
+def list_transactions(req: kp.KafkaRequest, view: ClusterView) -> Step:
+    b = req.body
+    r = _Resp(kp.LIST_TRANSACTIONS, req.api_version)
+    body = TX.ListTransactionsRequest(state_filters=list(b.state_filters),
+                                      producer_id_filters=list(b.producer_id_filters))
+    duration = getattr(b, "duration_filter", -1)          # v1 (KIP-994); -1: none
+    if duration >= 0:
+        body.duration_filter_ms = duration
+
+    def finish(o: Outcome) -> Step:
+        if not o.ok:
+            return Done(r.response(throttle_time=ZERO_MS, error_code=ec(o.error_code),
+                                   unknown_state_filters=(), transaction_states=()))
+        x = o.body
+        return Done(r.response(
+            throttle_time=_throttle(o), error_code=ec(x.error_code),
+            unknown_state_filters=tuple(x.unknown_state_filters),
+            transaction_states=tuple(r("TransactionState", transactional_id=t.transactional_id,
+                                       producer_id=t.producer_id,
+                                       transaction_state=t.transaction_state)
+                                     for t in x.transaction_states)))
+    return _one(Call(R.LIST_TRANSACTIONS, body, api_version=1 if duration >= 0 else 0), finish)
+
+
 _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.API_VERSIONS: api_versions,
     kp.METADATA: metadata,
@@ -1620,4 +1819,10 @@ _HANDLERS: dict[int, Callable[[kp.KafkaRequest, ClusterView], Step]] = {
     kp.DESCRIBE_ACLS: describe_acls,
     kp.CREATE_ACLS: create_acls,
     kp.DELETE_ACLS: delete_acls,
+    kp.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
+    kp.ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
+    kp.END_TXN: end_txn,
+    kp.TXN_OFFSET_COMMIT: txn_offset_commit,
+    kp.DESCRIBE_TRANSACTIONS: describe_transactions,
+    kp.LIST_TRANSACTIONS: list_transactions,
 }

@@ -558,7 +558,9 @@ class Gateway:
         api, body = req.api, req.body
         timeout = self._timeout(req)
         await self._ensure_metadata(timeout // 2)
-        denied = authz.denied_routed_topics(api, body, self.guard.may(req))   # never forwarded
+        may = self.guard.may(req)
+        denied = authz.denied_routed_topics(api, body, may)     # never forwarded
+        refused = authz.routed_request_denied(api, body, may)   # nothing forwarded
         # One client's requests reach the leaders in the order they came (a producer's batches
         # carry consecutive sequence numbers): while one of them waits for metadata, that
         # client's later ones wait until it has been answered instead of overtaking it. (A
@@ -567,7 +569,7 @@ class Gateway:
         ahead = self._metadata_waits.get(client)
         if ahead is not None:
             await asyncio.shield(ahead)
-        plan = split(api, body, req.payloads, self.cache, denied)  # InvalidRequestError: envelope
+        plan = split(api, body, req.payloads, self.cache, denied, refused)  # InvalidRequestError: envelope
         version = req.header.api_version      # FETCH / LIST_OFFSETS v1: isolation_level
         if not plan.unknown_topics:
             return await self._send_plan(api, plan, timeout, version)
@@ -576,7 +578,7 @@ class Gateway:
         try:
             # Created through another gateway, or more partitions: ask before failing them.
             await self._wait_refresh(timeout // 2)
-            plan = split(api, body, req.payloads, self.cache, denied)
+            plan = split(api, body, req.payloads, self.cache, denied, refused)
             return await self._send_plan(api, plan, timeout, version)
         finally:
             if self._metadata_waits.get(client) is gate:

@@ -375,7 +375,7 @@ class GroupRouter:
         async def one(endpoint: str):
             try:
                 resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
-                                     req.body, timeout)
+                                     req.body, timeout, req.header.api_version)
                 return resp.body
             except errors.KafkaError as e:
                 return E.COORDINATOR_NOT_AVAILABLE, f"{what} at {endpoint}: {e}"
@@ -413,19 +413,28 @@ class GroupRouter:
         """__transaction_state does not exist yet: a transaction coordinator creates it on the
         first transactional request (Kafka's rule), so the request goes to any live one, which
         answers COORDINATOR_NOT_AVAILABLE (retriable) while it does."""
+        answer = await self._any_txn_coordinator(req.header.client_id, req.api,
+                                                 req.header.api_version, body, timeout_ms)
+        if answer is not None:
+            return answer
+        return txn_routing.error_body(req.api, body, E.COORDINATOR_NOT_AVAILABLE,
+                                      f"{TRANSACTION_STATE_TOPIC} does not exist yet and no "
+                                      "transaction coordinator is live")
+
+    async def _any_txn_coordinator(self, client_id: str, api: int, api_version: int, body,
+                                   timeout_ms: int):
+        """`body` at one live transaction coordinator: its answer, or None."""
         if not self._txn_coordinators:
             self._txn_coordinators = await asyncio.to_thread(self._read_ids,
                                                              znodes.TRANSACTION_COORDINATORS)
         for endpoint in sorted(set(self._txn_coordinators.values()))[:1]:
             try:
-                resp = await call_as(self.gw._pool.get(endpoint), req.header.client_id, req.api,
-                                     body, timeout_ms, req.header.api_version)
+                resp = await call_as(self.gw._pool.get(endpoint), client_id, api, body,
+                                     timeout_ms, api_version)
                 return resp.body
             except errors.KafkaError as e:
                 self.gw.log.debug("transaction coordinator at %s: %s", endpoint, e)
-        return txn_routing.error_body(req.api, body, E.COORDINATOR_NOT_AVAILABLE,
-                                      f"{TRANSACTION_STATE_TOPIC} does not exist yet and no "
-                                      "transaction coordinator is live")
+        return None
 
     async def _txn_offset_commit(self, req: rpc.Request) -> rpc.Reply:
         body = req.body
@@ -532,6 +541,13 @@ class GroupRouter:
                 error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 error_message=f"not authorized to describe transactional id {body.key!r}"))
         shard = await self._shard(body.key, self._timeout(req) // 2, TRANSACTION_STATE_TOPIC)
+        if shard is None:
+            # __transaction_state is created on the first transactional request (Kafka creates
+            # it on FindCoordinator too): a Kafka client asks this first and retries meanwhile
+            await self._any_txn_coordinator(
+                req.header.client_id, ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                tx.DescribeTransactionsRequest(transactional_ids=[body.key]),
+                self._timeout(req) // 2)
         owners = self._owners[TRANSACTION_COORDINATOR]
         if shard is not None and shard not in owners:
             await self._reread(TRANSACTION_COORDINATOR)

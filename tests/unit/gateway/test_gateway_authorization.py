@@ -63,6 +63,22 @@ def test_denied_produce_partitions_are_answered_and_never_forwarded():
     assert plan.slots[2].error_code == E.TOPIC_AUTHORIZATION_FAILED
 
 
+def test_a_transactional_produce_needs_write_on_its_transactional_id():
+    may, _ = may_for((T, "orders", O.WRITE), (ResourceType.TRANSACTIONAL_ID, "app", O.WRITE))
+    body = produce_pb2.ProduceRequest(acks=-1, transactional_id="other")
+    body.topics.add(name="orders").partitions.add(partition=0)
+    refused = authz.routed_request_denied(ApiKey.PRODUCE, body, may)
+    assert refused is not None and refused[0] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    plan = split(ApiKey.PRODUCE, body, [b"a"], cache_with(), frozenset(), refused)
+    assert plan.sub_requests == ()                          # nothing forwarded
+    assert merge(plan, {}).body.topics[0].partitions[0].error_code == \
+        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    body.transactional_id = "app"
+    assert authz.routed_request_denied(ApiKey.PRODUCE, body, may) is None
+    body.transactional_id = ""                               # the SDK's: not checked
+    assert authz.routed_request_denied(ApiKey.PRODUCE, body, may) is None
+
+
 def test_metadata_hides_or_refuses_and_auto_creation_needs_create():
     may, _ = may_for((T, "orders", O.READ))        # Read implies Describe
     resp = metadata_pb2.MetadataResponse()

@@ -60,7 +60,10 @@ def test_produce_response_is_kios(version, throttle_ms, topics):
 
 
 fetch_parts = st.lists(st.tuples(st.integers(0, 1000), st.sampled_from(CODES), int64, int64, int64,
-                                 st.binary(max_size=300)), max_size=4)
+                                 st.binary(max_size=300),
+                                 # a read_committed answer's aborted transactions, or none
+                                 st.none() | st.lists(st.tuples(int64, int64), max_size=3)),
+                       max_size=4)
 
 
 @settings(max_examples=40, deadline=None)
@@ -75,12 +78,16 @@ def test_fetch_response_is_kios(version, throttle_ms, code, session_id, topics):
                      _mk(m.FetchableTopicResponse, topic=name, partitions=tuple(
                          _mk(m.PartitionData, partition_index=i, error_code=ErrorCode(c),
                              high_watermark=hw, last_stable_offset=lso, log_start_offset=start,
-                             aborted_transactions=() if c == 0 else None,
+                             aborted_transactions=None if c != 0 else tuple(
+                                 m.AbortedTransaction(producer_id=pid, first_offset=first)
+                                 for pid, first in aborted or ()),
                              preferred_read_replica=-1, records=records)
-                         for i, c, hw, lso, start, records in parts)) for name, parts in topics))
+                         for i, c, hw, lso, start, records, aborted in parts))
+                 for name, parts in topics))
     # records as the storage node's frames give them: memoryviews, spliced in uncopied
     ours = fast.fetch_response(version, throttle_ms, code, session_id, [
-        (name, [(*p[:5], memoryview(p[5])) for p in parts]) for name, parts in topics]).frame(7)
+        (name, [(*p[:5], memoryview(p[5]), p[6]) for p in parts])
+        for name, parts in topics]).frame(7)
     assert ours == kio_frame(cls, 7, entity)
 
 

@@ -36,7 +36,10 @@ class ProduceRequest(_message.Message):
     timeout_ms: _builtins.int
     """how long acks=-1 may wait for the ISR (request.timeout.ms)"""
     transactional_id: _builtins.str
-    """reserved for transactions; empty"""
+    """The producer's transactional id, when a Kafka client's transactional Produce names it (the
+    gateway checks Write on it: TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the SDK leaves it
+    empty. Storage nodes go by the batches' producer state, not by this.
+    """
     @_builtins.property
     def topics(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProduceTopic]: ...
     def __init__(

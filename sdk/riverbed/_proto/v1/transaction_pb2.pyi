@@ -16,7 +16,7 @@ Who serves what:
     through a gateway; a service principal only).
 INIT_PRODUCER_ID v1 (producer_id.proto) with a transactional_id also goes to the coordinator.
 
-All are v0.
+All are v0 (LIST_TRANSACTIONS: v0, v1).
 """
 
 from collections import abc as _abc
@@ -725,12 +725,19 @@ Global___DescribeTransactionsResponse: _TypeAlias = DescribeTransactionsResponse
 
 @_typing.final
 class ListTransactionsRequest(_message.Message):
-    """LIST_TRANSACTIONS v0 (KIP-664; kafka-transactions.sh list)."""
+    """LIST_TRANSACTIONS v0 (KIP-664; kafka-transactions.sh list). v1 adds duration_filter_ms
+    (KIP-994; kafka-transactions.sh find-hanging).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     STATE_FILTERS_FIELD_NUMBER: _builtins.int
     PRODUCER_ID_FILTERS_FIELD_NUMBER: _builtins.int
+    DURATION_FILTER_MS_FIELD_NUMBER: _builtins.int
+    duration_filter_ms: _builtins.int
+    """v1: when set and >= 0, only the transactions open (Ongoing, PrepareCommit, PrepareAbort)
+    for at least this many milliseconds; unset or < 0: no filter
+    """
     @_builtins.property
     def state_filters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Kafka's state names; empty = all"""
@@ -744,12 +751,15 @@ class ListTransactionsRequest(_message.Message):
         *,
         state_filters: _abc.Iterable[_builtins.str] | None = ...,
         producer_id_filters: _abc.Iterable[_builtins.int] | None = ...,
+        duration_filter_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_duration_filter_ms", b"_duration_filter_ms", "duration_filter_ms", b"duration_filter_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["producer_id_filters", b"producer_id_filters", "state_filters", b"state_filters"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_duration_filter_ms", b"_duration_filter_ms", "duration_filter_ms", b"duration_filter_ms", "producer_id_filters", b"producer_id_filters", "state_filters", b"state_filters"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__duration_filter_ms: _TypeAlias = _typing.Literal["duration_filter_ms"]  # noqa: Y015
+    _WhichOneofArgType__duration_filter_ms: _TypeAlias = _typing.Literal["_duration_filter_ms", b"_duration_filter_ms"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__duration_filter_ms) -> _WhichOneofReturnType__duration_filter_ms | None: ...
 
 Global___ListTransactionsRequest: _TypeAlias = ListTransactionsRequest  # noqa: Y015
 
