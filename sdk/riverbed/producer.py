@@ -289,10 +289,12 @@ class Producer:
         """Queue one record; returns a future of RecordMetadata. Blocks at most max_block_ms
         (for the topic's metadata, or for buffer memory)."""
         # The hot path (bytes, no headers, known topic, room in the open batch) is inlined here:
-        # one lock, one builder append, one slotted handle. Everything else: _send().
+        # one lock, one append (a list append for a keyless value), one slotted handle.
+        # Everything else: _send().
         if self._plain and value.__class__ is bytes and not headers:
             tps = self._tp_cache.get(topic)
-            if tps is not None and len(value) < self._size_check_floor:
+            n = len(value)
+            if tps is not None and n < self._size_check_floor:
                 if partition is None:
                     if key is None:
                         return self._send_sticky(topic, tps, timestamp_ms, value, ())
@@ -308,6 +310,8 @@ class Producer:
                 # RecordAccumulator.try_append, inlined: one lock hold (acquire/release, cheaper
                 # than `with`), the wake bookkeeping inline, and the wake pipe written after the
                 # lock is released (os.write drops the GIL: never while holding the lock).
+                # A keyless value inside the batch's fast-append window (ProducerBatch) is
+                # only listed: the sender encodes the batch's values in runs.
                 acc = self._accumulator
                 lock = self._acc_lock
                 lock.acquire()
@@ -316,9 +320,19 @@ class Producer:
                     if dq:
                         last = dq[-1]
                         if not last.full:
-                            if last.builder.append(timestamp_ms, key, value, ()):
+                            if key is None and n == last.d_vlen and last.d_room and \
+                                    last.d_ts_lo <= timestamp_ms < last.d_ts_hi:
+                                last.d_room -= 1
+                                pending = last.pending
+                                if timestamp_ms != last.d_ts:
+                                    last.runs.append((len(pending), timestamp_ms))
+                                    last.d_ts = timestamp_ms
+                                pending.append(value)
                                 index = last.record_count
                                 last.record_count = index + 1
+                            else:
+                                index = last.add(timestamp_ms, key, value, ())
+                            if index >= 0:
                                 wake = False
                                 # it may be sendable now (not while partial batches
                                 # wait for an answer: RecordAccumulator.holding)
@@ -331,7 +345,6 @@ class Producer:
                                 if not wake:
                                     return fut
                             else:
-                                last.full = True
                                 fut = None
                         else:
                             fut = None
