@@ -295,12 +295,19 @@ class Producer:
             tps = self._tp_cache.get(topic)
             n = len(value)
             if tps is not None and n < self._size_check_floor:
+                sticky = False
                 if partition is None:
                     if key is None:
-                        return self._send_sticky(topic, tps, timestamp_ms, value, ())
-                    if key.__class__ is not bytes or len(key) >= self._size_check_floor:
+                        # the sticky partition's open batch, inlined below like an explicit
+                        # partition's; a new batch (moving on) is _send_sticky's
+                        partition = self._partitioner.sticky_partition(topic)
+                        if partition is None or partition >= len(tps):
+                            return self._send_sticky(topic, tps, timestamp_ms, value, ())
+                        sticky = True
+                    elif key.__class__ is not bytes or len(key) >= self._size_check_floor:
                         return self._send(topic, value, key, partition, headers, timestamp_ms)
-                    partition = self._partitioner.hash_key(key) % len(tps)
+                    else:
+                        partition = self._partitioner.hash_key(key) % len(tps)
                 elif partition >= len(tps) or (key is not None and (
                         key.__class__ is not bytes or len(key) >= self._size_check_floor)):
                     return self._send(topic, value, key, partition, headers, timestamp_ms)
@@ -355,6 +362,8 @@ class Producer:
                 if fut is not None:
                     self._sender.wakeup()
                     return fut
+                if sticky:
+                    return self._send_sticky(topic, tps, timestamp_ms, value, ())
                 return acc.append(tp, timestamp_ms, key, value, (),
                                   max_block_ms=self._max_block_ms)
         return self._send(topic, value, key, partition, headers, timestamp_ms)

@@ -224,11 +224,12 @@ def producer_factory(monkeypatch):
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(GROUPS, st.sampled_from([100, 300, 1000, 16384]), st.sampled_from([None, "gzip"]),
-       st.booleans())
+       st.booleans(), st.sampled_from([0, None]))
 def test_send_makes_the_record_by_record_batches(producer_factory, groups, limit, compression,
-                                                 idempotent):
+                                                 idempotent, partition):
     """Every batch send() made is the record-by-record batch of its records, within batch.size
     (but a lone record); the records are the ones sent, in order, each future with its offset.
+    Keyless records with no partition take the sticky partition's inlined path.
     (Where a batch ends is not checked here: the sender drains the open batch behind a full one
     in the same request. test_a_deferred_batch_is_the_record_by_record_batch checks it.)"""
     records = _records(groups)
@@ -237,7 +238,9 @@ def test_send_makes_the_record_by_record_batches(producer_factory, groups, limit
                               acks="all" if idempotent else 1)
     with p:
         p.partitions_for("t")
-        futs = [p.send("t", v, key=k, partition=0, headers=list(h) or None, timestamp_ms=ts)
+        # partition None: keyless records go to the sticky partition (the topic has one)
+        futs = [p.send("t", v, key=k, partition=partition, headers=list(h) or None,
+                       timestamp_ms=ts)
                 for ts, k, v, h in records]
         p.flush(timeout=30)
         offsets = [f.result(timeout=10).offset for f in futs]
