@@ -48,6 +48,7 @@ from riverbed import errors
 from riverbed.futures import BatchResult, FutureRecordMetadata
 from riverbed.idempotence import IdempotenceState, stamp_producer
 from riverbed.records import BatchBuilder, Compression
+from riverbed.records.codec import size_of_varint
 from riverbed.structs import TopicPartition
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "ReadyCheck", "RECORD_OVERHEAD", "BATCH_OVERHEAD"]
@@ -61,13 +62,48 @@ BATCH_OVERHEAD = 61
 HOLD_PARTIAL_AT_IN_FLIGHT = 2
 
 
+# A zigzag varint of k bytes holds the signed values in [-b, b) for b = 2 ** (7k - 1).
+_VARINT_BANDS = tuple(1 << (7 * k - 1) for k in range(1, 11))
+
+
+def _same_size(value: int) -> tuple[int, int]:
+    """[lo, hi): the values on `value`'s side of zero whose zigzag varints are as long as its
+    (one varint size is two ranges, [-b, -b') and [b', b), but for one byte: [-64, 64)), within
+    a varlong's range."""
+    prev = 0
+    for b in _VARINT_BANDS:
+        if -b <= value < b:
+            if not prev:
+                return -b, b
+            return (prev, min(b, 1 << 63)) if value >= 0 else (max(-b, -(1 << 63)), -prev)
+        prev = b
+    raise ValueError(f"{value} does not fit a varlong")
+
+
 class ProducerBatch:
-    """One batch being filled (then sent, maybe retried) for one partition."""
+    """One batch being filled (then sent, maybe retried) for one partition.
+
+    Keyless records without headers are not encoded when appended: their values wait in
+    `pending` (timestamps as runs: `runs` holds (position in pending, timestamp) where the
+    timestamp changes) and `close()` encodes them with BatchBuilder.append_run, which lays
+    out a run of records with one join instead of Python bytecode per record. Records that are
+    not deferred (a key, headers, a value that is not `bytes`) first encode what is pending, so
+    the batch keeps the order of its records; the bytes built are BatchBuilder.append's, record
+    by record (tests/unit/sdk/test_deferred_batch.py).
+
+    What fits is still decided per record, exactly: `_defer_slow` computes a record's encoded
+    size (its offset and timestamp deltas' varints included) and how many more records of the
+    same value length fit before the batch's capacity is reached or the offset delta's varint
+    grows (`d_room`), for timestamps whose deltas' varints keep their size ([d_ts_lo,
+    d_ts_hi)); within that window an append is a few comparisons and a list append
+    (Producer.send inlines it)."""
 
     __slots__ = ("tp", "builder", "result", "created_ms", "attempts", "last_attempt_ms",
                  "uncompressed_size",
                  "payload", "record_count", "reserved", "full", "producer_epoch",
-                 "base_sequence", "stamped", "on_wire", "order", "capacity", "__weakref__")
+                 "base_sequence", "stamped", "on_wire", "order", "capacity",
+                 "pending", "runs", "d_ts", "d_vlen", "d_room", "d_ts_lo", "d_ts_hi",
+                 "d_rec", "d_size", "d_count0", "base_ts", "__weakref__")
 
     def __init__(self, tp: TopicPartition, builder: BatchBuilder, now_ms: float, reserved: int):
         self.tp = tp
@@ -87,20 +123,125 @@ class ProducerBatch:
         self.on_wire = False               # part of a request not answered yet
         self.order = 0                     # creation order in the accumulator (re-enqueue)
         self.capacity = reserved           # bytes it may hold (adaptive batch size)
+        # deferred records (class docstring): values not yet encoded, timestamp runs
+        self.pending: list[bytes] = []
+        self.runs: list[tuple[int, int]] = []
+        self.d_ts = None                   # the last deferred record's timestamp
+        # the fast append's window: value length, records left, timestamp range, record size
+        self.d_vlen = -1
+        self.d_room = 0
+        self.d_ts_lo = 0
+        self.d_ts_hi = 0
+        self.d_rec = 0
+        self.d_size = 0                    # encoded size once d_count0 records are in
+        self.d_count0 = 0
+        self.base_ts = 0                   # the batch's base timestamp (its first record's)
 
-    def try_append(self, timestamp_ms: int, key, value, headers) -> FutureRecordMetadata | None:
+    def add(self, timestamp_ms: int, key, value, headers) -> int:
+        """Append one record: its index in the batch, or -1 (and the batch full) when it does
+        not fit. Lock held by the caller, as for every append."""
+        if key is None and value.__class__ is bytes and not headers:
+            # deferred (bytes are immutable: the value is kept, not copied)
+            if len(value) == self.d_vlen and self.d_room and \
+                    self.d_ts_lo <= timestamp_ms < self.d_ts_hi:
+                # the fast append (Producer.send inlines it): inside the window
+                self.d_room -= 1
+                pending = self.pending
+                if timestamp_ms != self.d_ts:
+                    self.runs.append((len(pending), timestamp_ms))
+                    self.d_ts = timestamp_ms
+                pending.append(value)
+                index = self.record_count
+                self.record_count = index + 1
+                return index
+            return self._defer_slow(timestamp_ms, value)
         b = self.builder
-        if b is None or not b.append(timestamp_ms, key, value, headers):
+        if b is None:
             self.full = True
-            return None
+            return -1
+        if self.pending:
+            self.materialize()
+        if not b.append(timestamp_ms, key, value, headers):
+            self.full = True
+            return -1
         index = self.record_count
         self.record_count = index + 1
+        return index
+
+    def _defer_slow(self, timestamp_ms: int, value: bytes) -> int:
+        """Defer one keyless value outside the fast append's window, and compute the window
+        anew: its index, or -1 and the batch full."""
+        b = self.builder
+        if b is None:
+            self.full = True
+            return -1
+        count = self.record_count
+        if b.record_count:
+            base = self.base_ts = b.base_timestamp
+        elif count:
+            base = self.base_ts                 # the first deferred record's
+        else:
+            base = self.base_ts = timestamp_ms
+        delta = timestamp_ms - base
+        n = len(value)
+        body = 3 + size_of_varint(delta) + size_of_varint(count) + size_of_varint(n) + n
+        rec = size_of_varint(body) + body
+        size = self.estimated_size
+        limit = b.batch_size
+        if limit is None:
+            limit = 1 << 62
+        if count and size + rec > limit:
+            self.full = True
+            self.d_room = 0
+            return -1
+        # the fast append's window, where every record has this one's size: the same value
+        # length, offset deltas and timestamp deltas whose varints are as long, and room left
+        lo, hi = _same_size(delta)
+        self.d_ts_lo = base + lo
+        self.d_ts_hi = base + hi
+        self.d_vlen = n
+        self.d_rec = rec
+        self.d_size = size + rec
+        self.d_count0 = count + 1
+        self.d_room = max(0, min(_same_size(count)[1] - 1 - count, (limit - size - rec) // rec))
+        pending = self.pending
+        if timestamp_ms != self.d_ts:
+            self.runs.append((len(pending), timestamp_ms))
+            self.d_ts = timestamp_ms
+        pending.append(value)
+        self.record_count = count + 1
+        return count
+
+    def materialize(self) -> None:
+        """Encode the pending values into the builder (in order, runs of one timestamp each)."""
+        pending = self.pending
+        if not pending:
+            return
+        b = self.builder
+        assert b is not None
+        runs = self.runs
+        last = len(runs) - 1
+        for i, (start, ts) in enumerate(runs):
+            end = runs[i + 1][0] if i < last else len(pending)
+            b.append_run(ts, pending if start == 0 and end == len(pending)
+                         else pending[start:end])
+        self.pending = []
+        self.runs = []
+        self.d_ts = None
+        self.d_room = 0
+        self.d_vlen = -1
+
+    def try_append(self, timestamp_ms: int, key, value, headers) -> FutureRecordMetadata | None:
+        index = self.add(timestamp_ms, key, value, headers)
+        if index < 0:
+            return None
         return FutureRecordMetadata(self.result, index, timestamp_ms)
 
     def close(self) -> bytes:
         """Build the batch bytes (once; a retry sends the same bytes)."""
         if self.payload is None:
             assert self.builder is not None
+            self.materialize()
             self.uncompressed_size = self.builder.estimated_size
             self.payload = self.builder.build()
             self.builder = None
@@ -108,10 +249,18 @@ class ProducerBatch:
         return self.payload
 
     @property
+    def estimated_size(self) -> int:
+        """Bytes of the batch built uncompressed (exact: the deferred records' sizes are
+        counted as they will be encoded)."""
+        if self.pending:
+            return self.d_size + (self.record_count - self.d_count0) * self.d_rec
+        return self.builder.estimated_size if self.builder is not None else 0
+
+    @property
     def size_in_bytes(self) -> int:
         if self.payload is not None:
             return len(self.payload)
-        return self.builder.estimated_size if self.builder is not None else 0
+        return self.estimated_size
 
     def __repr__(self) -> str:
         seq = f" seq={self.base_sequence}" if self.base_sequence >= 0 else ""
@@ -187,11 +336,9 @@ class RecordAccumulator:
             last = dq[-1]
             if last.full:
                 return None
-            if not last.builder.append(timestamp_ms, key, value, headers):
-                last.full = True
+            index = last.add(timestamp_ms, key, value, headers)
+            if index < 0:
                 return None
-            index = last.record_count
-            last.record_count = index + 1
             fut = FutureRecordMetadata(last.result, index, timestamp_ms)
             if (self.linger_ms > 0 or self.holding) and len(dq) == 1:
                 return fut
@@ -219,10 +366,8 @@ class RecordAccumulator:
             dq = self._batches.get(tp)
             if dq:
                 last = dq[-1]
-                b = last.builder
-                if b is not None and not last.full and b.append(timestamp_ms, key, value, headers):
-                    index = last.record_count
-                    last.record_count = index + 1
+                if not last.full and last.add(timestamp_ms, key, value, headers) >= 0:
+                    index = last.record_count - 1
                     if (self.linger_ms <= 0 and not self.holding) or len(dq) > 1:
                         self._wake()            # it may be sendable now
                     return FutureRecordMetadata(last.result, index, timestamp_ms)
@@ -286,6 +431,7 @@ class RecordAccumulator:
                     self._reserve(reserve, max_block_ms)
                     batch = self._new_batch(tp, now_ms, reserve, capacity)
                     dq.append(batch)
+                batch.materialize()             # what send() deferred goes first
                 builder = batch.builder
                 # Slice about one batch's worth (not values[start:]: that is O(n) per batch).
                 room = batch.capacity - builder.estimated_size

@@ -289,16 +289,25 @@ class Producer:
         """Queue one record; returns a future of RecordMetadata. Blocks at most max_block_ms
         (for the topic's metadata, or for buffer memory)."""
         # The hot path (bytes, no headers, known topic, room in the open batch) is inlined here:
-        # one lock, one builder append, one slotted handle. Everything else: _send().
+        # one lock, one append (a list append for a keyless value), one slotted handle.
+        # Everything else: _send().
         if self._plain and value.__class__ is bytes and not headers:
             tps = self._tp_cache.get(topic)
-            if tps is not None and len(value) < self._size_check_floor:
+            n = len(value)
+            if tps is not None and n < self._size_check_floor:
+                sticky = False
                 if partition is None:
                     if key is None:
-                        return self._send_sticky(topic, tps, timestamp_ms, value, ())
-                    if key.__class__ is not bytes or len(key) >= self._size_check_floor:
+                        # the sticky partition's open batch, inlined below like an explicit
+                        # partition's; a new batch (moving on) is _send_sticky's
+                        partition = self._partitioner.sticky_partition(topic)
+                        if partition is None or partition >= len(tps):
+                            return self._send_sticky(topic, tps, timestamp_ms, value, ())
+                        sticky = True
+                    elif key.__class__ is not bytes or len(key) >= self._size_check_floor:
                         return self._send(topic, value, key, partition, headers, timestamp_ms)
-                    partition = self._partitioner.hash_key(key) % len(tps)
+                    else:
+                        partition = self._partitioner.hash_key(key) % len(tps)
                 elif partition >= len(tps) or (key is not None and (
                         key.__class__ is not bytes or len(key) >= self._size_check_floor)):
                     return self._send(topic, value, key, partition, headers, timestamp_ms)
@@ -308,6 +317,8 @@ class Producer:
                 # RecordAccumulator.try_append, inlined: one lock hold (acquire/release, cheaper
                 # than `with`), the wake bookkeeping inline, and the wake pipe written after the
                 # lock is released (os.write drops the GIL: never while holding the lock).
+                # A keyless value inside the batch's fast-append window (ProducerBatch) is
+                # only listed: the sender encodes the batch's values in runs.
                 acc = self._accumulator
                 lock = self._acc_lock
                 lock.acquire()
@@ -316,9 +327,19 @@ class Producer:
                     if dq:
                         last = dq[-1]
                         if not last.full:
-                            if last.builder.append(timestamp_ms, key, value, ()):
+                            if key is None and n == last.d_vlen and last.d_room and \
+                                    last.d_ts_lo <= timestamp_ms < last.d_ts_hi:
+                                last.d_room -= 1
+                                pending = last.pending
+                                if timestamp_ms != last.d_ts:
+                                    last.runs.append((len(pending), timestamp_ms))
+                                    last.d_ts = timestamp_ms
+                                pending.append(value)
                                 index = last.record_count
                                 last.record_count = index + 1
+                            else:
+                                index = last.add(timestamp_ms, key, value, ())
+                            if index >= 0:
                                 wake = False
                                 # it may be sendable now (not while partial batches
                                 # wait for an answer: RecordAccumulator.holding)
@@ -331,7 +352,6 @@ class Producer:
                                 if not wake:
                                     return fut
                             else:
-                                last.full = True
                                 fut = None
                         else:
                             fut = None
@@ -342,6 +362,8 @@ class Producer:
                 if fut is not None:
                     self._sender.wakeup()
                     return fut
+                if sticky:
+                    return self._send_sticky(topic, tps, timestamp_ms, value, ())
                 return acc.append(tp, timestamp_ms, key, value, (),
                                   max_block_ms=self._max_block_ms)
         return self._send(topic, value, key, partition, headers, timestamp_ms)

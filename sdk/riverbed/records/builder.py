@@ -83,6 +83,16 @@ class BatchBuilder:
         return self._count
 
     @property
+    def batch_size(self) -> int | None:
+        """The bound on the uncompressed batch size (None: none)."""
+        return self._batch_size
+
+    @property
+    def base_timestamp(self) -> int:
+        """The first record's timestamp (-1 before any record)."""
+        return self._base_timestamp
+
+    @property
     def estimated_size(self) -> int:
         """Bytes of the batch if built uncompressed now (an upper bound when compressing)."""
         return len(self._buf)
@@ -273,6 +283,18 @@ class BatchBuilder:
             added += 1
         self._count = count
         return added
+
+    def append_run(self, timestamp_ms: int, values: Sequence[bytes]) -> None:
+        """append_values for records already promised a place in this batch: all of them go
+        in, whatever batch_size says (the producer's accumulator counted their sizes as they
+        were appended and encodes them later, in runs of one timestamp)."""
+        limit = self._batch_size
+        self._batch_size = None
+        try:
+            added = self.append_values(timestamp_ms, values)
+        finally:
+            self._batch_size = limit
+        assert added == len(values), "append_values without a bound takes every value"
 
     def build(self) -> bytes:
         """The finished batch. The builder may keep appending; build() again for a new batch."""
