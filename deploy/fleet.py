@@ -9,14 +9,13 @@ State directory D (reused by the next `up`, which restarts on the same data):
     D/logs/<name>.log          each process's stdout+stderr
 
 Port plan from base port P (see ROLES): gateway-1 on P, ZooKeeper on P+1, gateway-i (i >= 2) on
-P+i, controller-i on P+9+i with its PUB on P+19+i, group-coordinator-i on P+29+i,
-offset-manager-i on P+39+i, transaction-coordinator-i on P+69+i, storage-i
-(broker.id i) on P+100+i; gateway-i's Kafka listeners,
-bound to the fleet's host (127.0.0.1 as in Kafka's quickstart): PLAINTEXT on P+49+i, so
-gateway-1's is P+50 (`kcat -b 127.0.0.1:P+50 -L`), and SASL_SSL (SCRAM-SHA-256/512 over TLS) on
-P+59+i, gateway-1's on P+60 (`kcat -F D/security/kafka-client.conf -L`). Each service's Prometheus
-endpoint (`metrics.port`) is its port + 200: gateway-1 on P+200, storage-i on P+300+i, ...;
-`status()` gives each process's `metrics_endpoint`, and `write_prometheus_config()` writes
+P+i, controller-i on P+9+i with its PUB on P+19+i, group-coordinator-i on P+29+i, offset-manager-i
+on P+39+i, transaction-coordinator-i on P+69+i, storage-i (broker.id i) on P+100+i. Gateway-i's
+Kafka listeners, on the fleet's host (127.0.0.1 as in Kafka's quickstart): PLAINTEXT on P+49+i
+(gateway-1: `kcat -b 127.0.0.1:P+50 -L`), SASL_SSL (SCRAM-SHA-256/512 over TLS) on P+59+i
+(gateway-1: `kcat -F D/security/kafka-client.conf -L`). Each service's Prometheus endpoint
+(`metrics.port`) is its port + 200: gateway-1 on P+200, storage-i on P+300+i, ...; `status()`
+gives each process's `metrics_endpoint`, and `write_prometheus_config()` writes
 D/prometheus.yml naming them all (role, name and host as labels).
 
 Python API (tests use it; the CLI in deploy/fleet_cli.py is a thin layer over it):
@@ -33,17 +32,15 @@ own keypair, clients the `client` keypair, ZooKeeper digest credentials and znod
 (deploy/fleet_security.py). Either way the gateways' SASL_SSL listeners get a TLS CA and
 certificates, and `up` creates the SCRAM user `kafka-client` (granted what the client key has)
 and writes D/security/kafka-client.conf: librdkafka properties for it (bootstrap.servers,
-security.protocol, sasl.*, ssl.ca.location). `status()["security"]` names the files a client needs; after `up()`
-the RIVERBED_* variables in this process's environment point at them, so SDK clients created
-here need no settings.
+security.protocol, sasl.*, ssl.ca.location). `status()["security"]` names the files a client
+needs; after `up()` the RIVERBED_* variables in this process's environment point at them.
 
 `role_modules={"storage_node": "pkg.module" | "/path/to/script.py"}` replaces a role's program
-(tests use tests/integration/fake_service.py before the real services exist). Adding a role
-is one entry in ROLES.
+(tests' stand-ins: tests/integration/fake_service.py). Adding a role is one entry in ROLES.
 
-The roles, their ports and config templates are deploy/fleet_roles.py; ACLs, the SCRAM user and
-client settings the FleetAccess mixin (deploy/fleet_access.py); the status's view of the cluster
-deploy/cluster_view.py. This module re-exports their public names.
+Roles, ports and config templates: deploy/fleet_roles.py; ACLs, the SCRAM user and client settings:
+deploy/fleet_access.py; the status's cluster view: deploy/cluster_view.py (re-exported here);
+readiness beyond open ports (the gateways listing each other): deploy/fleet_ready.py.
 """
 from __future__ import annotations
 
@@ -63,6 +60,7 @@ from deploy.process import (LaunchError, is_alive, is_ours, port_accepts, send_s
                             stop_all, tail, wait_for)
 from deploy.cluster_view import ClusterView
 from deploy.fleet_access import FleetAccess
+from deploy.fleet_ready import wait_gateways_know_each_other
 from deploy.fleet_roles import (  # noqa: F401 - re-exported: deploy.fleet's names
     KAFKA_LISTENER_PORTS, METRICS_PORT_OFFSET, OFFSETS_TOPIC_NUM_PARTITIONS, PORT_SPAN, ROLES,
     SESSION_TIMEOUT_MS, TRANSACTION_STATE_NUM_PARTITIONS, ConfigContext, RoleSpec, free_base_port,
@@ -439,6 +437,9 @@ class Fleet(FleetAccess):
                     self._spawn(rec)
                 for rec in group:
                     self.wait_up(rec.name)
+            if "gateway" not in self.role_modules:   # (a test's stand-in answers no METADATA)
+                wait_gateways_know_each_other(self._records.values(), self.ready_timeout_s,
+                                              alive=lambda: not self._check_still_alive())
             self._check_still_alive()
         except BaseException:
             self.down()
