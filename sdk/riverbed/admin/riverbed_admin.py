@@ -30,6 +30,7 @@ from riverbed._proto.v1 import (
 from riverbed import list_offsets, log_dirs
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.log_dirs import NodeLogDirs
+from riverbed.transactions import RETRIABLE, PreparedTxnState, classify, error_for
 from riverbed.wire.security import secure_channel_factory
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
@@ -469,11 +470,39 @@ class Admin:
                 tuple(TopicPartition(t.name, p) for t in d.topics for p in t.partitions)))
         return out
 
-    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    def complete_transaction(self, state: PreparedTxnState, commit: bool = True,
+                             timeout_ms: int | None = None) -> None:
+        """Commit (or abort) a transaction another process prepared (`Producer.
+        prepare_transaction()`, KIP-939's two-phase commit): EndTxn at its producer id and
+        epoch, retried while the coordinator is moving or busy (at most timeout_ms, default
+        request_timeout_ms). Safe to repeat: once the commit is decided, a repeat answers
+        success. Raises ProducerFencedError when a newer instance of the transactional id took
+        over (its init_transactions aborted this transaction) or the coordinator aborted it
+        after transaction.timeout.ms, and InvalidTxnStateError when it was already ended the
+        other way."""
+        limit_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + limit_ms / 1000.0
+        req = transaction_pb2.EndTxnRequest(
+            transactional_id=state.transactional_id, producer_id=state.producer_id,
+            producer_epoch=state.producer_epoch, committed=commit)
+        while True:
+            resp = self._call(ApiKey.END_TXN, req)
+            code = resp.error_code
+            if code == 0:
+                return
+            err = error_for(code, resp.error_message)
+            if classify(code) != RETRIABLE or time.monotonic() >= deadline:
+                raise err
+            self._sleep(self.retry_backoff_ms / 1000.0)
+
+    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,
+                           *, require_stable: bool = False
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (all of them, or these partitions; those without a
-        commit are left out)."""
-        req = offset_pb2.OffsetFetchRequest(group_id=group_id)
+        commit are left out). require_stable (Kafka's ListConsumerGroupOffsetsOptions): a
+        partition whose offset a transaction is still committing raises
+        UnstableOffsetCommitError (retriable) instead of answering the offset before it."""
+        req = offset_pb2.OffsetFetchRequest(group_id=group_id, require_stable=require_stable)
         for topic, parts in group_by_topic(TopicPartition(*tp) for tp in partitions or ()):
             req.topics.add(name=topic, partition_indexes=parts)
         resp = self._group_call(ApiKey.OFFSET_FETCH, req)
