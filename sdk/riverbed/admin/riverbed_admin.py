@@ -102,12 +102,13 @@ class Admin:
                                        channel_factory=_channel_factory)
 
     # -- plumbing ---------------------------------------------------------------------------------
-    def _call(self, api: int, body):
+    def _call(self, api: int, body, api_version: int = 0):
         """Call with retries of retriable envelope errors until request_timeout_ms."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
         while True:
             try:
-                return self._conn.call(api, body, timeout_ms=self.request_timeout_ms).body
+                return self._conn.call(api, body, timeout_ms=self.request_timeout_ms,
+                                       api_version=api_version).body
             except errors.KafkaError as e:
                 if not e.retriable or time.monotonic() >= deadline:
                     raise
@@ -391,12 +392,13 @@ class Admin:
                                       topic=r.topic, partition=r.partition)
 
     # -- consumer groups (kafka-consumer-groups.sh) ------------------------------------------------
-    def _group_call(self, api: int, body, error_of: Callable = lambda r: (r.error_code, r.error_message)):
+    def _group_call(self, api: int, body, error_of: Callable = lambda r: (r.error_code, r.error_message),
+                    api_version: int = 0):
         """A group/offset call; whole-request retriable errors in the body (coordinator loading or
         moving) are retried like envelope ones until request_timeout_ms."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
         while True:
-            resp = self._call(api, body)
+            resp = self._call(api, body, api_version=api_version)
             code, msg = error_of(resp)
             if code == 0:
                 return resp
@@ -505,7 +507,7 @@ class Admin:
         req = offset_pb2.OffsetFetchRequest(group_id=group_id, require_stable=require_stable)
         for topic, parts in group_by_topic(TopicPartition(*tp) for tp in partitions or ()):
             req.topics.add(name=topic, partition_indexes=parts)
-        resp = self._group_call(ApiKey.OFFSET_FETCH, req)
+        resp = self._group_call(ApiKey.OFFSET_FETCH, req, api_version=1 if require_stable else 0)
         out = {}
         for t in resp.topics:
             for p in t.partitions:
