@@ -12,7 +12,7 @@ BASE_PORT ?= 9092
 PYTEST_ARGS ?=
 
 .PHONY: all install system venv proto test test-unit test-integration test-spark test-fault \
-	test-deploy run bench bench-scale bench-failover spark-bench spark-env lint typecheck docs docs-serve \
+	test-deploy test-netfault soak run bench bench-scale bench-failover spark-bench spark-env lint typecheck docs docs-serve \
 	clean ansible-collections ansible-lint wheelhouse
 
 all: test
@@ -24,15 +24,17 @@ install: system venv
 # xfsprogs/e2fsprogs: the storage-fault suite formats loop devices XFS and ext4 (tests/fault).
 # openssh-server, xfsprogs and e2fsprogs: the deployment test bed's hosts (sshd per network
 # namespace, XFS/ext4 data disks); the package's own sshd is not started (no init system here).
+# nftables: the network-fault ring cuts one service of a host off by its TCP ports (nft rules in
+# the host's namespace; nothing is loaded outside them).
 system:
 	@if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null \
 	    || ! command -v prometheus >/dev/null || [ ! -x /usr/sbin/sshd ] \
 	    || ! command -v mkfs.xfs >/dev/null || ! command -v mkfs.ext4 >/dev/null \
-	    || ! command -v kcat >/dev/null; then \
-	  echo "installing zookeeper, a JRE, prometheus, openssh-server, xfsprogs, e2fsprogs, kcat from Debian's packages"; \
+	    || ! command -v kcat >/dev/null || ! command -v nft >/dev/null; then \
+	  echo "installing zookeeper, a JRE, prometheus, openssh-server, xfsprogs, e2fsprogs, kcat, nftables from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq zookeeper default-jre-headless \
-	    prometheus openssh-server openssh-client xfsprogs e2fsprogs kcat >/dev/null; \
+	    prometheus openssh-server openssh-client xfsprogs e2fsprogs kcat nftables >/dev/null; \
 	fi
 
 venv: $(STAMP)
@@ -115,6 +117,25 @@ test-spark: install
 # namespaces or loop devices.
 test-deploy: install ansible-collections
 	$(PY) -m pytest -m deploy tests/deploy -rs $(PYTEST_ARGS)
+
+# The network-fault ring alone (tests/deploy/test_netfault_ring.py; `make test` runs it too, on the
+# deployment the Ansible tests made): a follower isolated, a leader cut off from its followers or
+# from everything, a gateway cut off from a leader, a one-way cut, a slow follower link, one
+# ZooKeeper member cut off, each under an acks=all idempotent verifying producer; figures in the
+# terminal summary. Alone it deploys the test bed first (about 6 minutes). Skips without root,
+# network namespaces, loop devices or nft.
+test-netfault: install ansible-collections
+	$(PY) -m pytest -m netfault tests/deploy/test_netfault_ring.py -rs $(PYTEST_ARGS)
+
+# The soak (not part of `make test`): a fleet under a verifying acks=all idempotent producer and a
+# group consumer for 10 minutes, one fault at a time every 10-20 s from a seeded random schedule
+# (process kills and pauses, a gateway kill, a full disk), then the full check and a report
+# (JSON and a throughput plot with the faults marked) under build/soak/. A local fleet by default;
+# SOAK_ARGS="--testbed" for the deployment test bed with network cuts and slow links;
+# SOAK_ARGS="--duration 1800 --seed 7" for a longer, replayable run (tests/soak/soak.py --help).
+SOAK_ARGS ?=
+soak: install ansible-collections
+	$(PY) tests/soak/soak.py $(SOAK_ARGS)
 
 # A local fleet in the foreground, state under $(RUN_DIR)/; Ctrl-C stops all of it.
 run: install

@@ -93,6 +93,10 @@ class FleetSecurity:
         self.zk_credentials_file = self.root / "zookeeper.credentials"
         self.client_properties_file = self.root / "client.properties"
         self.kafka_client_conf = self.root / "kafka-client.conf"
+        # The Ansible roles' key directory keeps every SCRAM user's properties, the fleet's
+        # kafka-client too, under kafka-clients/ (tasks/kafka_users.yml); a local fleet keeps its
+        # one user's at security/kafka-client.conf.
+        self._per_user_confs = root is not None
 
     @property
     def curve(self) -> bool:
@@ -194,9 +198,9 @@ class FleetSecurity:
                 "ssl.truststore.location": str(self.tls_ca_file)}
 
     def kafka_client_conf_of(self, user: str) -> pathlib.Path:
-        """kafka-client.conf for the fleet's user; kafka-clients/<user>.conf for others (the
-        Ansible roles' application users)."""
-        if user == KAFKA_CLIENT_USER:
+        """A local fleet's kafka-client.conf for its user; kafka-clients/<user>.conf for others
+        and for every user of the Ansible roles' key directory."""
+        if user == KAFKA_CLIENT_USER and not self._per_user_confs:
             return self.kafka_client_conf
         return self.root / "kafka-clients" / f"{check_file_name(user)}.conf"
 

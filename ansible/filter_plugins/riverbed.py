@@ -14,8 +14,8 @@ there), so `deploy` is importable; the repository root is added to sys.path as a
 
 `settings` is a dict of the shared variables (see roles/riverbed_common/defaults/main.yml):
 ports, metrics_port_offset, data_dir, config_dir, log_dir, zookeeper_client_port,
-zookeeper_chroot, config_overrides, venv, security_protocol (CURVE unless NONE is asked for),
-keys_dir (a host's key directory) and kafka_listeners (the gateways' Kafka listeners by security
+zookeeper_chroot, config_overrides, config_omit (keys left out), venv, security_protocol (CURVE
+unless NONE is asked for), keys_dir (a host's key directory) and kafka_listeners (the gateways' Kafka listeners by security
 protocol, SASL_SSL unless told otherwise; their ports are riverbed_ports.gateway's kafka.port
 for PLAINTEXT and kafka.sasl_ssl.port for SASL_SSL). The security keys of a service's
 .properties come from the local fleet's deploy/fleet_security.py, rooted at keys_dir.
@@ -66,20 +66,62 @@ def zk_connect(hostvars: Mapping, groups: Mapping, settings: Mapping) -> str:
 
 
 def service_id(hostvars: Mapping, groups: Mapping, role: str, host: str) -> int:
-    hv = _hv(hostvars, host)
+    """The id of `role`'s process on `host` (a storage node's: its first instance's)."""
     if role == "storage_node":
-        if hv.get("riverbed_node_id") is None:
-            raise RiverbedInventoryError(f"storage node {host} has no riverbed_node_id (broker.id)")
-        return int(hv["riverbed_node_id"])
+        return int(storage_instances(hostvars, host, 0)[0]["node_id"])
+    hv = _hv(hostvars, host)
     ids = hv.get("riverbed_ids") or {}
     if ids.get(role) is not None:
         return int(ids[role])
     return list(groups[role]).index(host) + 1
 
 
-def log_dirs(hostvars: Mapping, host: str, workdir: str) -> list[str]:
-    disks = _hv(hostvars, host).get("riverbed_data_disks") or []
-    return [f"{str(d['mount']).rstrip('/')}/logs" for d in disks] or [f"{workdir}/logs"]
+def storage_instances(hostvars: Mapping, host: str, base_port: int) -> list[dict[str, Any]]:
+    """The storage-node processes `host` runs: [{node_id, port, mounts}], in start order.
+
+    Without `riverbed_storage_instances`: one, with `riverbed_node_id` as broker.id, the role's
+    port and every data disk of the host. With it (a host with many cores and disks runs one
+    process per disk, each with its own broker.id, ports and log dirs): each entry names its
+    `node_id`, the `data_disks` (mount points of `riverbed_data_disks`) that hold its log dirs
+    (none: its work dir's logs/), and optionally its `port` (default: the role's port + its
+    place in the list; its metrics port follows its port). A disk may serve one instance only."""
+    hv = _hv(hostvars, host)
+    disks = [str(d["mount"]).rstrip("/") for d in (hv.get("riverbed_data_disks") or [])]
+    listed = hv.get("riverbed_storage_instances")
+    if not listed:
+        if hv.get("riverbed_node_id") is None:
+            raise RiverbedInventoryError(f"storage node {host} has no riverbed_node_id (broker.id)")
+        return [{"node_id": int(hv["riverbed_node_id"]), "port": int(base_port), "mounts": disks}]
+    out: list[dict[str, Any]] = []
+    taken: dict[str, int] = {}
+    for i, inst in enumerate(listed):
+        if not isinstance(inst, Mapping) or inst.get("node_id") is None:
+            raise RiverbedInventoryError(
+                f"{host}: riverbed_storage_instances[{i}] has no node_id (broker.id)")
+        node_id = int(inst["node_id"])
+        mounts = [str(m).rstrip("/") for m in (inst.get("data_disks") or [])]
+        for m in mounts:
+            if m not in disks:
+                raise RiverbedInventoryError(
+                    f"{host}: storage instance {node_id} names data disk {m}, which is not one "
+                    f"of riverbed_data_disks ({', '.join(disks) or 'none'})")
+            if m in taken:
+                raise RiverbedInventoryError(
+                    f"{host}: data disk {m} is named by storage instances {taken[m]} and "
+                    f"{node_id}: give each instance its own disks")
+            taken[m] = node_id
+        out.append({"node_id": node_id, "port": int(inst.get("port") or int(base_port) + i),
+                    "mounts": mounts})
+    for what in ("node_id", "port"):
+        values = [inst[what] for inst in out]
+        if len(set(values)) != len(values):
+            raise RiverbedInventoryError(f"{host}: two storage instances share a {what}: {values}")
+    return out
+
+
+def storage_node_ids(hosts: list[str], hostvars: Mapping) -> list[int]:
+    """Every storage node id (broker.id) of `hosts` (e.g. groups['storage_node']), in order."""
+    return [int(inst["node_id"]) for h in hosts for inst in storage_instances(hostvars, h, 0)]
 
 
 def host_security(settings: Mapping) -> FleetSecurity:
@@ -104,17 +146,25 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
     security = host_security(settings)
     offset = int(settings.get("metrics_port_offset", 200))
     counts = {role: len(groups.get(role, [])) for role in SERVICE_ROLES}
+    counts["storage_node"] = len(storage_node_ids(list(groups.get("storage_node", [])), hostvars))
     overrides = settings.get("config_overrides") or {}
     address = host_address(hostvars, host)
     connect = zk_connect(hostvars, groups, settings)
     out = []
+    processes: list[tuple[str, int, dict[str, int], list[str] | None]] = []
     for role in SERVICE_ROLES:
         if host not in groups.get(role, []):
             continue
+        base = {k: int(v) for k, v in ports_by_role[role].items()}
+        if role == "storage_node":   # one process per instance (one per data disk, say)
+            for inst in storage_instances(hostvars, host, base["port"]):
+                processes.append((role, inst["node_id"], {**base, "port": inst["port"]},
+                                  inst["mounts"]))
+        else:
+            processes.append((role, service_id(hostvars, groups, role, host), base, None))
+    for role, index, ports, mounts in processes:
         spec = ROLES[role]
-        index = service_id(hostvars, groups, role, host)
         name = f"{spec.prefix}-{index}"
-        ports = {k: int(v) for k, v in ports_by_role[role].items()}
         if role == "gateway":      # only the Kafka listeners asked for (SASL_SSL by default)
             for proto, key in KAFKA_LISTENER_PORTS:
                 if proto not in _kafka_protocols(settings):
@@ -125,7 +175,9 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
                             zk_connect=connect, role_counts=counts)
         props = dict(spec.config(ctx))
         if role == "storage_node":
-            props["log.dirs"] = ",".join(log_dirs(hostvars, host, workdir))
+            props["log.dirs"] = ",".join([f"{m}/logs" for m in mounts or []] or [f"{workdir}/logs"])
+            # the host is a failure domain: replicas of a partition go to distinct racks
+            props["broker.rack"] = str(_hv(hostvars, host).get("riverbed_rack") or host)
         # as Fleet._config_for: the role's template, the security keys, then the overrides
         props.update(security.service_properties(name))
         if "kafka.sasl_ssl.port" in ports:
@@ -134,6 +186,10 @@ def host_services(host: str, hostvars: Mapping, groups: Mapping, settings: Mappi
             if str(target).replace("-", "_") == role:
                 props.update({str(k): str(v) for k, v in kv.items()})
         props.update({str(k): str(v) for k, v in (overrides.get(name) or {}).items()})
+        for target, keys in (settings.get("config_omit") or {}).items():
+            if str(target).replace("-", "_") == role or str(target) == name:
+                for k in keys or ():
+                    props.pop(str(k), None)
         out.append({
             "name": name, "role": role, "id": index, "module": spec.module, "host": address,
             "port": ports["port"], "metrics_port": ports["metrics.port"],
@@ -269,14 +325,24 @@ def reassign_json_lines(stdout: str) -> list[dict]:
     return [json.loads(line) for line in str(stdout).splitlines() if line.strip().startswith("{")]
 
 
-def decommission_plan(current: Mapping[str, Any], node_id: int, remaining: list[int]) -> dict[str, Any]:
-    """A reassignment (Kafka's JSON) that moves every replica off `node_id`, each to the remaining
-    storage node with the fewest replicas that does not already hold that partition, keeping each
-    partition's replica count and the replica's place in the list (so a preferred leader stays
-    preferred where it was not the node leaving). Only partitions that change are listed.
-    Raises RiverbedInventoryError when a partition would fall below its replication factor."""
-    node_id = int(node_id)
-    nodes = sorted({int(n) for n in remaining} - {node_id})
+def storage_racks(hosts: list[str], hostvars: Mapping) -> dict[int, str]:
+    """node id -> broker.rack (the host's riverbed_rack, else its name) of every storage node."""
+    return {int(inst["node_id"]): str(_hv(hostvars, h).get("riverbed_rack") or h)
+            for h in hosts for inst in storage_instances(hostvars, h, 0)}
+
+
+def decommission_plan(current: Mapping[str, Any], node_id: int | list[int],
+                      remaining: list[int], racks: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """A reassignment (Kafka's JSON) that moves every replica off `node_id` (one id, or the
+    list of a host's storage instances), each to the remaining storage node with the fewest
+    replicas that does not already hold that partition, keeping each partition's replica count
+    and the replica's place in the list (so a preferred leader stays preferred where it was not
+    a node leaving). With `racks` (node -> broker.rack), a node in a rack that already holds a
+    replica of the partition is taken only when no other is left. Only partitions that change
+    are listed. Raises RiverbedInventoryError when a partition would fall below its replication
+    factor."""
+    leaving = sorted({int(n) for n in (node_id if isinstance(node_id, (list, tuple)) else [node_id])})
+    nodes = sorted({int(n) for n in remaining} - set(leaving))
     parts = [(str(p["topic"]), int(p["partition"]), [int(r) for r in p["replicas"]])
              for p in current.get("partitions", [])]
     load = {n: 0 for n in nodes}
@@ -285,19 +351,28 @@ def decommission_plan(current: Mapping[str, Any], node_id: int, remaining: list[
             if r in load:
                 load[r] += 1
     moves = []
+    what = ("storage node " + str(leaving[0]) if len(leaving) == 1
+            else "storage nodes " + ",".join(map(str, leaving)))
     for topic, partition, replicas in sorted(parts):
-        if node_id not in replicas:
+        if not set(leaving) & set(replicas):
             continue
-        candidates = [n for n in nodes if n not in replicas]
-        if not candidates:
-            raise RiverbedInventoryError(
-                f"refusing to decommission storage node {node_id}: {topic}-{partition} has "
-                f"replication factor {len(replicas)} and only {len(nodes)} other storage node(s) "
-                f"({','.join(map(str, nodes)) or 'none'}) remain")
-        target = min(candidates, key=lambda n: (load[n], n))
-        load[target] += 1
-        moves.append({"topic": topic, "partition": partition,
-                      "replicas": [target if r == node_id else r for r in replicas]})
+        new = list(replicas)
+        for i, r in enumerate(replicas):
+            if r not in leaving:
+                continue
+            candidates = [n for n in nodes if n not in new]
+            if racks:
+                held = {racks.get(x) for x in new if x not in leaving}
+                candidates = [n for n in candidates if racks.get(n) not in held] or candidates
+            if not candidates:
+                raise RiverbedInventoryError(
+                    f"refusing to decommission {what}: {topic}-{partition} has replication "
+                    f"factor {len(replicas)} and only {len(nodes)} other storage node(s) "
+                    f"({','.join(map(str, nodes)) or 'none'}) remain")
+            target = min(candidates, key=lambda n: (load[n], n))
+            load[target] += 1
+            new[i] = target
+        moves.append({"topic": topic, "partition": partition, "replicas": new})
     return {"version": 1, "partitions": moves}
 
 
@@ -308,6 +383,8 @@ class FilterModule:
                 "riverbed_properties_text": properties_text,
                 "riverbed_reassign_json_lines": reassign_json_lines,
                 "riverbed_decommission_plan": decommission_plan,
+                "riverbed_storage_node_ids": storage_node_ids,
+                "riverbed_storage_racks": storage_racks,
                 "riverbed_key_plan": key_plan, "riverbed_client_properties_text": client_properties_text,
                 "riverbed_host_key_bundle": host_key_bundle, "riverbed_missing_acl_grants": missing_acl_grants,
                 "riverbed_kafka_tls_plan": kafka_tls_plan, "riverbed_kafka_bootstrap": kafka_bootstrap}

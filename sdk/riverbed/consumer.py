@@ -45,7 +45,7 @@ from riverbed.cluster import (
     require_gateway,
     resolve_bootstrap,
 )
-from riverbed.wire.security import secure_channel_factory
+from riverbed.wire.client import secure_channel_factory
 from riverbed.fetcher import CompletedFetch
 from riverbed.records import HEADER_SIZE, iter_batches, read_header
 from riverbed.group_membership import (

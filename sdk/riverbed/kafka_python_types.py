@@ -1,6 +1,7 @@
-"""kafka-python 3.0's admin and client value types that Riverbed's own API has no use for: the
-enums and small classes a kafka-python program passes to KafkaAdminClient / KafkaConsumer
-(OffsetSpec, IsolationLevel, AlterConfigOp, ConfigFilterType, GroupState, the ACL types, ...).
+"""kafka-python 3.0's admin and client value types: the enums and small classes a kafka-python
+program passes to KafkaAdminClient / KafkaConsumer (OffsetSpec, IsolationLevel, AlterConfigOp,
+ConfigFilterType, GroupState, the ACL types, ...). Riverbed's own Admin takes the ACL types too
+(riverbed.acl_bindings puts them on the wire); it has no use for the others.
 
 Same names, members and numbers as kafka-python 3.0.12's (Kafka's numbers), so that `from
 kafka.admin import ACL, OffsetSpec` becomes `from riverbed.admin import ACL, OffsetSpec` and

@@ -7,7 +7,7 @@ and returned things its own way: `list_consumer_groups()` -> [(group_id, protoco
 `.resources`], `alter_configs` with Kafka's legacy (replace-all) semantics,
 `create_partitions({topic: NewPartitions})`. These functions give those shapes over Riverbed's
 Admin (`riverbed.admin.Admin`, passed in: this module never imports it, so Admin can use it for
-its ConfigResource forms). kafka-python 3.0's KafkaAdminClient (riverbed.kafka_python_admin)
+its ConfigResource forms). kafka-python 3.0's KafkaAdminClient (riverbed.admin.kafka_python)
 keeps the 2.x names whose 3.0 spelling differs; riverbed.aio's admin has them all.
 Errors are raised as riverbed.errors classes rather than left inside responses.
 """

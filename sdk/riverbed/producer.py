@@ -67,7 +67,7 @@ from riverbed.sender import Sender
 from riverbed.structs import OffsetAndMetadata, TopicPartition
 from riverbed.transactions import (ConsumerGroupMetadata, PreparedTxnState, TransactionManager,
                                    TxnRequest, TxnState)
-from riverbed.wire.security import secure_channel_factory
+from riverbed.wire.client import secure_channel_factory
 
 __all__ = ["Producer", "KafkaProducer", "RecordAccumulator", "ProducerBatch", "ReadyCheck",
            "Sender", "compression_from_name"]

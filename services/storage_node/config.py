@@ -15,6 +15,10 @@ from services.common.config import ConfigError
 @dataclass(frozen=True, slots=True)
 class StorageNodeConfig:
     broker_id: int = -1
+    # The failure domain this node shares with others (Kafka's broker.rack: a rack, a zone, or a
+    # host running several storage-node processes); the controller spreads a new partition's
+    # replicas over distinct racks when every live node names one. Empty: none.
+    broker_rack: str = ""
     host_name: str = "127.0.0.1"
     port: int = 9101
     # Prometheus text endpoint on host.name (http://host:port/metrics): 0 picks a free port, -1 none.

@@ -6,7 +6,7 @@ Each command prints one JSON document on stdout.
     smoke    --bootstrap B --topic T --count N          produce N records, read them back
     describe --bootstrap B                              every partition: leader, replicas, isr
     verify   --bootstrap B --topic T --partitions N --out FILE
-             [--stop-file F | --acks N] [--ready-file R]
+             [--stop-file F | --acks N] [--ready-file R] [--sdk-defaults] [--log-level L]
              an acks=all idempotent VerifyingProducer (tests/fault/verifiers.py) writes until the
              stop file appears (or N acks); then every acknowledged record is read back and
              checked (lost, out of order, duplicates); ack timestamps go into FILE.
@@ -81,10 +81,19 @@ def cmd_describe(a) -> dict:
 
 def cmd_verify(a) -> dict:
     from verifiers import VerifyingProducer, verify
+    if a.log_level:
+        import logging
+        logging.basicConfig(level=a.log_level.upper(), stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    vp = VerifyingProducer([a.bootstrap], a.topic, a.partitions, acks="all", enable_idempotence=True,
-                           rate_per_s=a.rate, max_in_flight_requests_per_connection=1,
-                           request_timeout_ms=10000, delivery_timeout_ms=120000)
+    if a.sdk_defaults:    # acks=all, everything else the SDK's defaults (idempotence on)
+        vp = VerifyingProducer([a.bootstrap], a.topic, a.partitions, rate_per_s=a.rate,
+                               sdk_defaults=True)
+    else:
+        vp = VerifyingProducer([a.bootstrap], a.topic, a.partitions, acks="all",
+                               enable_idempotence=True, rate_per_s=a.rate,
+                               max_in_flight_requests_per_connection=1,
+                               request_timeout_ms=10000, delivery_timeout_ms=120000)
     with vp:
         vp.wait_for_acks(50, timeout_s=60, what="before the run")
         if a.ready_file:
@@ -102,9 +111,11 @@ def cmd_verify(a) -> dict:
     ack_times = sorted(t + wall for ts in vp.ack_times.values() for t in ts)
     out = {"ok": report.ok, "describe": report.describe(), "acked": report.acked,
            "read": report.read, "lost": len(report.lost), "out_of_order": len(report.out_of_order),
-           "duplicates": report.duplicates, "failed": dict(vp.failed), "ack_times": ack_times}
+           "duplicates": report.duplicates, "failed": dict(vp.failed), "ack_times": ack_times,
+           "ack_times_by_partition": {str(p): [t + wall for t in ts] for p, ts in vp.ack_times.items()}}
     pathlib.Path(a.out).write_text(json.dumps(out))
     out.pop("ack_times")
+    out.pop("ack_times_by_partition")
     return out
 
 
@@ -177,6 +188,10 @@ def main() -> int:
     v.add_argument("--ready-file")
     v.add_argument("--acks", type=int, default=0)
     v.add_argument("--rate", type=float, default=200.0)
+    v.add_argument("--sdk-defaults", action="store_true",
+                   help="acks=all and the SDK's defaults for everything else")
+    v.add_argument("--log-level", default="",
+                   help="log the SDK's lines (timestamped) to stderr at this level")
     pr = sub.choices["probe"]
     pr.add_argument("--key", required=True, help="none, unknown, or a .key_secret file")
     pr.add_argument("--timeout-ms", type=int, default=3000)

@@ -280,6 +280,14 @@ class TestBed:
                                     stderr=subprocess.STDOUT, env=self.client_env(),
                                     start_new_session=True)
 
+    def client_popen_pipes(self, cmd: Sequence[str], log: pathlib.Path) -> subprocess.Popen:
+        """A process in the client namespace talking over its stdin/stdout (text lines); its
+        stderr goes to `log`."""
+        with open(log, "ab") as f:
+            return subprocess.Popen(["ip", "netns", "exec", self.client_ns, *cmd],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=f,
+                                    text=True, env=self.client_env(), start_new_session=True)
+
     def ansible(self, playbook: str, inventory: pathlib.Path, *extra: str, check: bool = True,
                 timeout: float = 900) -> "PlaybookRun":
         """ansible-playbook from the client namespace (the control machine), output kept."""

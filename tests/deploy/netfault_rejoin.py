@@ -90,28 +90,19 @@ def _cut(bed, host, on: bool) -> None:
 
 
 def measure(args) -> int:
-    import test_deploy_hosts as tdh
-    from deploy_testbed import ANSIBLE_DIR, TestBed, run
-    workdir = pathlib.Path(tempfile.mkdtemp(prefix="riverbed-netfault-"))
-    print(f"work dir {workdir}", file=sys.stderr)
-    wheelhouse = workdir / "wheelhouse"
-    run([str(ANSIBLE_DIR / "files" / "build-wheelhouse.sh"), sys.executable, str(args.repo),
-         str(wheelhouse)], timeout=900)
+    from deployment import Deployment
+    dep = Deployment(repo=args.repo)
+    print(f"work dir {dep.workdir}", file=sys.stderr)
+    workdir = dep.workdir
     results: dict = {"repo": str(args.repo), "cuts": []}
     cuts = [float(c) for c in args.cuts.split(",")]
-    with TestBed(workdir, hosts=5) as bed:
+    dep.build()
+    try:
+        bed = dep.bed
         hosts = {h.name: h for h in bed.hosts}
-        bed.add_disk(hosts["h1"], "xfs", "/srv/zookeeper/txnlog")
-        for name, types in tdh.DISKS.items():
-            for i, fstype in enumerate(types, start=1):
-                bed.add_disk(hosts[name], fstype, f"/srv/riverbed/data{i}")
-        inventory = workdir / "inventory" / "hosts.yml"
-        tdh.write_inventory(bed, inventory, wheelhouse, tdh.LAYOUT)
-        bed.client_properties = workdir / "keys" / "client.properties"
-        bootstrap = f"tcp://{hosts['h1'].address}:9092"
-        zk = ",".join(f"{hosts[f'h{i}'].address}:2181" for i in (1, 2, 3)) + "/riverbed"
+        bootstrap, zk = dep.bootstrap, dep.zk_connect
         t0 = time.monotonic()
-        bed.ansible("site.yml", inventory, timeout=2400)
+        dep.site()
         print(f"site.yml: {time.monotonic() - t0:.0f} s", file=sys.stderr)
         client = [sys.executable, str(HERE / "deploy_client.py")]
         bed.client_run(client + ["topic", "--bootstrap", bootstrap, "--topic", TOPIC,
@@ -167,15 +158,15 @@ def measure(args) -> int:
                 (workdir / "controller-1.log").write_text(log)
             except Exception as e:  # noqa: BLE001 - logs are a courtesy
                 print(f"fetching logs failed: {e}", file=sys.stderr)
+    finally:
+        dep.failed = True      # keep the logs (the figures' evidence)
+        dep.close()
     if verdict.exists():
         v = json.loads(verdict.read_text())
         acks = v.pop("ack_times")
         gaps = [b - a for a, b in zip(acks, acks[1:])]
         v["longest_ack_gap_s"] = round(max(gaps), 2) if gaps else None
         results["producer"] = v
-    for bulky in ("disks", "wheelhouse", "hosts", "keys"):
-        import shutil
-        shutil.rmtree(workdir / bulky, ignore_errors=True)
     text = json.dumps(results, indent=2)
     print(text)
     if args.json:

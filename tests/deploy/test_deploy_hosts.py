@@ -17,7 +17,6 @@ Set RIVERBED_DEPLOY_PERF=1 to also run riverbed-perf through the deployed gatewa
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
 import pathlib
@@ -26,13 +25,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 import yaml
 
-from deploy_testbed import ANSIBLE_DIR, REPO, TestBed, run, unavailable_reason
+from deploy_testbed import TestBed, run, unavailable_reason
+from deployment import (DISKS, LAYOUT, PROCESSES, STORAGE_IDS, Deployment, gaps_per_host,
+                        restart_windows, write_inventory)
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(1800)]
 
@@ -44,123 +44,27 @@ CLIENT = pathlib.Path(__file__).resolve().parent / "deploy_client.py"
 TOPIC = "deploy-rf3"
 PARTITIONS = 3
 
-# h1: ZooKeeper 1, controller 1, gateway; ZooKeeper's txn log on its own (XFS) disk
-# h2: ZooKeeper 2, controller 2, storage 1 (two XFS disks: two log.dirs)
-# h3: ZooKeeper 3, storage 2 (ext4), group coordinator
-# h4: storage 3 (XFS), offset manager
-# h5: storage 4 (ext4, data=writeback asked)
-LAYOUT = {
-    "zookeeper": ["h1", "h2", "h3"],
-    "controller": ["h1", "h2"],
-    "storage_node": ["h2", "h3", "h4", "h5"],
-    "gateway": ["h1"],
-    "group_coordinator": ["h3"],
-    "offset_manager": ["h4"],
-}
-DISKS = {"h2": ["xfs", "xfs"], "h3": ["ext4"], "h4": ["xfs"], "h5": ["ext4"]}
-FAST_OVERRIDES = {
-    # Quick failure detection and controlled-shutdown retries (as the fault ring's fleet).
-    "storage_node": {"replica.lag.time.max.ms": "4000", "replica.fetch.wait.max.ms": "200",
-                     "controlled.shutdown.retry.backoff.ms": "500"},
-}
-
 
 class State:
     bed: TestBed
+    deployment: Deployment
     inventory: pathlib.Path
     bootstrap: str
     figures: dict = {}
     failed_stage: str | None = None
 
 
-def write_inventory(bed: TestBed, path: pathlib.Path, wheelhouse: pathlib.Path,
-                    layout: dict[str, list[str]]) -> None:
-    hosts = {h.name: h for h in bed.hosts}
-    host_vars = {}
-    for h in bed.hosts:
-        # remote tmp private to each host (a bind mount), unlike root's home on this shared file
-        # system; set per host so that the control machine's own (localhost) tasks keep theirs.
-        hv: dict = {"ansible_host": h.address, "ansible_remote_tmp": "/var/lib/riverbed/.ansible-tmp"}
-        if h.name in layout["zookeeper"]:
-            hv["zookeeper_myid"] = int(h.name[1:])
-        if h.name in DISKS:
-            hv["riverbed_node_id"] = int(h.name[1:]) - 1
-        disks = [d for d in h.disks if d.mount.startswith("/srv/riverbed/")]
-        hv["riverbed_data_disks"] = [{"device": d.device, "fstype": d.fstype, "mount": d.mount} for d in disks]
-        txn = [d for d in h.disks if d.mount.startswith("/srv/zookeeper")]
-        if txn:
-            hv["zookeeper_txn_log_disk"] = {"device": txn[0].device, "fstype": txn[0].fstype, "mount": txn[0].mount}
-        if h.name == "h5":
-            hv["riverbed_ext4_data_writeback"] = True
-        host_vars[h.name] = hv
-    inv = {"all": {
-        "vars": {
-            "ansible_user": "root",
-            "ansible_ssh_private_key_file": str(bed.key),
-            "ansible_ssh_common_args": f"-o UserKnownHostsFile={bed.known_hosts} -o StrictHostKeyChecking=yes",
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "riverbed_service_manager": "pidfile",
-            # vm.* and limits are global to the machine: written and checked, never applied here.
-            "riverbed_apply_kernel_settings": False,
-            "riverbed_install_os_packages": False,   # the JRE and ZooKeeper are the machine's
-            "riverbed_wheelhouse_dir": str(wheelhouse),
-            "riverbed_build_wheelhouse": False,
-            "riverbed_prometheus_config": str(path.parent / "prometheus.yml"),
-            # The control machine's keys: the test's own directory, never the checkout's dist/.
-            "riverbed_keys_dir": str(path.parent.parent / "keys"),
-            "zookeeper_heap_mb": 256,
-            "riverbed_config_overrides": FAST_OVERRIDES,
-            "riverbed_health_retries": 90,
-            # The bed's clock is the machine's (no NTP daemon here; skew is still checked), and
-            # its hard open-files limit is the machine's (limits are global, not per namespace).
-            "riverbed_require_clock_sync": False,
-            "riverbed_min_open_files": 4096,
-        },
-        "hosts": {name: host_vars[name] for name in hosts},
-        "children": {group: {"hosts": {h: None for h in members}} for group, members in layout.items()},
-    }}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(inv, sort_keys=False))
-
-
 @pytest.fixture(scope="module")
-def bed():
-    # Not under pytest's basetemp: other pytest runs on this shared machine prune old basetemps.
-    workdir = pathlib.Path(tempfile.mkdtemp(prefix="riverbed-deploy-"))
-    wheelhouse = workdir / "wheelhouse"
-    t0 = time.monotonic()
-    run([str(ANSIBLE_DIR / "files" / "build-wheelhouse.sh"), sys.executable, str(REPO), str(wheelhouse)],
-        timeout=900)
-    State.figures["wheelhouse_build_s"] = round(time.monotonic() - t0, 1)
-    with TestBed(workdir, hosts=5) as tb:
-        hosts = {h.name: h for h in tb.hosts}
-        tb.add_disk(hosts["h1"], "xfs", "/srv/zookeeper/txnlog")
-        for name, types in DISKS.items():
-            for i, fstype in enumerate(types, start=1):
-                tb.add_disk(hosts[name], fstype, f"/srv/riverbed/data{i}")
-        State.bed = tb
-        State.inventory = workdir / "inventory" / "hosts.yml"
-        write_inventory(tb, State.inventory, wheelhouse, LAYOUT)
-        # site.yml writes it (the `client` key); every SDK client of the test uses it
-        tb.client_properties = workdir / "keys" / "client.properties"
-        State.bootstrap = f"tcp://{hosts['h1'].address}:9092"
-        try:
-            yield tb
-        finally:
-            try:
-                tb.ansible("fetch-logs.yml", State.inventory, "-e",
-                           f"riverbed_fetch_logs_dir={workdir / 'fetched-logs'}", check=False, timeout=300)
-            except Exception as e:  # noqa: BLE001 - logs are a courtesy; teardown must go on
-                print(f"fetch-logs failed: {e}", file=sys.stderr)
-            print("deployment figures: " + json.dumps(State.figures), file=sys.stderr)
-    # Keep the logs (ansible-logs/, fetched-logs/) of a failed run; drop the bulk and the key
-    # material (the hosts' copies live under hosts/) either way.
-    for bulky in ("disks", "wheelhouse", "hosts", "keys"):
-        shutil.rmtree(workdir / bulky, ignore_errors=True)
-    if State.failed_stage is None:
-        shutil.rmtree(workdir, ignore_errors=True)
-    else:
-        print(f"deployment test logs kept in {workdir}", file=sys.stderr)
+def bed(deployment):
+    """The session's test bed (conftest.py), bare until the first stage runs site.yml."""
+    State.deployment = deployment
+    State.bed = deployment.bed
+    State.inventory = deployment.inventory
+    State.bootstrap = deployment.bootstrap
+    try:
+        yield deployment.bed
+    finally:
+        print("deployment figures: " + json.dumps(State.figures), file=sys.stderr)
 
 
 @pytest.fixture(autouse=True)
@@ -187,17 +91,14 @@ def test_validate_hosts_then_site_from_bare_hosts(bed):
     # Nothing of Riverbed is on any host yet.
     for h in bed.hosts:
         assert not (h.private("opt-riverbed") / "venv").exists()
-    site = bed.ansible("site.yml", State.inventory, timeout=2400)
+    site = State.deployment.site()
     State.figures["site_from_bare_hosts_s"] = round(site.elapsed_s, 1)
     recap = site.recap()
     assert set(recap) == {h.name for h in bed.hosts}
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in recap.values()), recap
-    # Every process the inventory asks for runs, on its host, under its pid file.
-    expected = {"h1": ["zookeeper", "controller-1", "gateway-1"],
-                "h2": ["zookeeper", "controller-2", "storage-1"],
-                "h3": ["zookeeper", "storage-2", "group-coordinator-1"],
-                "h4": ["storage-3", "offset-manager-1"], "h5": ["storage-4"]}
-    for name, procs in expected.items():
+    # Every process the inventory asks for runs, on its host, under its pid file (h2: two
+    # storage-node processes, one per data disk).
+    for name, procs in PROCESSES.items():
         for proc in procs:
             r = bed.ssh(host(name), f"/opt/riverbed/bin/riverbedctl status {proc}", check=False)
             assert r.returncode == 0, f"{proc} on {name}: {r.stdout} {r.stderr}"
@@ -207,7 +108,7 @@ def test_rf3_topic_through_the_gateway_with_the_sdk(bed):
     created = client("topic", "--bootstrap", State.bootstrap, "--topic", TOPIC,
                      "--partitions", str(PARTITIONS), "--replication-factor", "3")
     assert len(created["partitions"]) == PARTITIONS
-    assert all(len(p["replicas"]) == 3 and set(p["replicas"]) <= {1, 2, 3, 4} for p in created["partitions"])
+    assert all(len(p["replicas"]) == 3 and set(p["replicas"]) <= {1, 2, 3, 4, 5} for p in created["partitions"])
     smoke = client("smoke", "--bootstrap", State.bootstrap, "--topic", TOPIC, "--count", "300")
     assert smoke["acked"] == 300 and smoke["all_read"], smoke
 
@@ -236,9 +137,7 @@ def bed_ssh(h, command: str) -> str:
 
 
 def test_hosts_hold_only_their_own_secret_keys_mode_0600(bed):
-    services = {"h1": ["controller-1", "gateway-1"], "h2": ["controller-2", "storage-1"],
-                "h3": ["storage-2", "group-coordinator-1"], "h4": ["storage-3", "offset-manager-1"],
-                "h5": ["storage-4"]}
+    services = {h: [p for p in procs if p != "zookeeper"] for h, procs in PROCESSES.items()}
     everyone = sorted(n for ns in services.values() for n in ns) + ["client", "operator"]
     keys = "/etc/riverbed/keys"
     for name, procs in services.items():
@@ -288,7 +187,9 @@ def test_kafka_clients_over_sasl_ssl_through_the_deployed_gateway(bed):
     props = dict(line.split("=", 1) for line in conf.read_text().splitlines()
                  if line and not line.startswith("#"))
     h1 = host("h1").address
-    assert props["bootstrap.servers"] == f"{h1}:9093" and props["security.protocol"] == "SASL_SSL"
+    gateways = {f"{host(h).address}:9093" for h in LAYOUT["gateway"]}
+    assert set(props["bootstrap.servers"].split(",")) == gateways, props
+    assert props["security.protocol"] == "SASL_SSL"
     assert props["ssl.ca.location"] == str(keys / "kafka-ca.pem")
     gw = bed_ssh(host("h1"), "cat /etc/riverbed/gateway-1.properties")
     assert f"listeners=SASL_SSL://{h1}:9093" in gw.splitlines()
@@ -300,7 +201,8 @@ def test_kafka_clients_over_sasl_ssl_through_the_deployed_gateway(bed):
                        capture_output=True, text=True, timeout=120, env=bed.client_env())
     assert r.returncode == 0, r.stderr
     r = bed.client_run(["kcat", "-F", str(conf), "-L", "-J", "-t", topic], timeout=120)
-    assert [b["id"] for b in json.loads(r.stdout)["brokers"]] == [1], r.stdout
+    assert sorted(b["id"] for b in json.loads(r.stdout)["brokers"]) \
+        == list(range(1, len(LAYOUT["gateway"]) + 1)), r.stdout
     r = bed.client_run(["kcat", "-F", str(conf), "-C", "-t", topic, "-o", "beginning", "-e",
                         "-q", "-f", "%k:%s\n"], timeout=120)
     assert sorted(r.stdout.split()) == sorted(lines)
@@ -328,9 +230,16 @@ def test_hosts_have_tuned_disks_drop_ins_and_rendered_configs(bed):
                 assert "data=writeback" in opts, opts
             else:
                 assert "data=writeback" not in opts, opts
-        props = bed.ssh(host(name), "cat /etc/riverbed/storage-*.properties").stdout
-        log_dirs = re.search(r"^log\.dirs=(.*)$", props, re.M).group(1).split(",")
-        assert log_dirs == [f"/srv/riverbed/data{i}/logs" for i in range(1, len(types) + 1)]
+        # one log dir per disk; on h2 one storage-node process per disk, each with its own
+        # broker.id, ports and log dir
+        ids = STORAGE_IDS[name]
+        dirs = [f"/srv/riverbed/data{i}/logs" for i in range(1, len(types) + 1)]
+        for k, node_id in enumerate(ids):
+            props = bed.ssh(host(name), f"cat /etc/riverbed/storage-{node_id}.properties").stdout
+            log_dirs = re.search(r"^log\.dirs=(.*)$", props, re.M).group(1).split(",")
+            assert log_dirs == (dirs if len(ids) == 1 else [dirs[k]]), (node_id, log_dirs)
+            assert f"broker.id={node_id}" in props.splitlines()
+            assert f"port={9192 + k}" in props.splitlines() and f"metrics.port={9392 + k}" in props.splitlines()
         # The mounts are the host's own: the machine's namespace does not see them.
     machine_mounts = pathlib.Path("/proc/self/mounts").read_text()
     assert "/srv/riverbed/data1 " not in machine_mounts
@@ -359,7 +268,8 @@ def test_hosts_have_tuned_disks_drop_ins_and_rendered_configs(bed):
     # The Prometheus scrape configuration names every service's metrics endpoint.
     prom = (State.inventory.parent / "prometheus.yml").read_text()
     assert f'"{host("h3").address}:9392"' in prom and f'"{host("h1").address}:9292"' in prom
-    assert prom.count("- targets:") == 9
+    assert prom.count("- targets:") == 11
+    assert f'"{host("h2").address}:9393"' in prom     # storage-5, h2's second instance
 
 
 def test_site_rerun_changes_nothing(bed):
@@ -370,23 +280,9 @@ def test_site_rerun_changes_nothing(bed):
 
 # --- 2. operations ---------------------------------------------------------------------------------
 
-def _restart_windows(bed) -> list[tuple[float, str]]:
-    """(time, host) of each host's first 'stopping' line written by riverbedctl."""
-    out = []
-    for h in bed.hosts:
-        first = None
-        for log in (h.private("var-log-riverbed")).glob("*.log"):
-            for m in re.finditer(r"^===== (\S+ \S+) stopping", log.read_text(errors="replace"), re.M):
-                t = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
-                first = t if first is None else min(first, t)
-        if first is not None:
-            out.append((first, h.name))
-    return sorted(out)
-
-
 @contextlib.contextmanager
-def _verifying_producer(bed, name: str):
-    """The acks=all idempotent verifying producer (CLIENT verify) on TOPIC while the block runs:
+def _verifying_producer(bed, name: str, *extra: str):
+    """The acks=all idempotent verifying producer (CLIENT verify `extra`) on TOPIC while the block runs:
     started and ready on entry; on a normal exit told to stop and read back, and its report
     (acked, lost, duplicates, out of order, ack times) put into the dict the block got. Killed
     when the block fails. Files under the inventory's directory, named after `name`."""
@@ -395,7 +291,7 @@ def _verifying_producer(bed, name: str):
     log = work / f"{name}-producer.log"
     proc = bed.client_popen([sys.executable, str(CLIENT), "verify", "--bootstrap", State.bootstrap,
                              "--topic", TOPIC, "--partitions", str(PARTITIONS), "--out", str(result),
-                             "--stop-file", str(stop), "--ready-file", str(ready)], log)
+                             "--stop-file", str(stop), "--ready-file", str(ready), *extra], log)
     report: dict = {}
     try:
         deadline = time.monotonic() + 120
@@ -416,23 +312,18 @@ def _verifying_producer(bed, name: str):
 
 def test_rolling_restart_under_an_idempotent_producer_loses_nothing(bed):
     since = time.time()
-    with _verifying_producer(bed, "rr") as report:
+    # the producer's defaults (acks=all): what an application sees during the restart
+    with _verifying_producer(bed, "rr", "--sdk-defaults") as report:
         rr = bed.ansible("rolling-restart.yml", State.inventory, timeout=1200)
         State.figures["rolling_restart_s"] = round(rr.elapsed_s, 1)
         assert all(r["failed"] == 0 for r in rr.recap().values())
     # Unavailability per host: the longest gap between two acknowledgements while that host was
     # the one being restarted (from its first 'stopping' until the next host's).
-    windows = [(t, h) for t, h in _restart_windows(bed) if t >= since]
-    acks = report["ack_times"]
-    gaps = {}
-    for i, (t0, h) in enumerate(windows):
-        t1 = windows[i + 1][0] if i + 1 < len(windows) else acks[-1]
-        inside = [t for t in acks if t0 <= t <= t1]
-        before = [t for t in acks if t < t0][-1:]
-        after = [t for t in acks if t > t1][:1]     # a window without any ack is one long gap
-        series = before + inside + after
-        gaps[h] = round(max((b - a for a, b in zip(series, series[1:])), default=0.0), 2)
-    State.figures["rolling_restart_longest_ack_gap_s_per_host"] = gaps
+    windows = restart_windows(bed, since)
+    gaps = gaps_per_host(windows, report["ack_times"], report["ack_times_by_partition"])
+    State.figures["rolling_restart_longest_ack_gap_s_per_host"] = {h: g["gap_s"] for h, g in gaps.items()}
+    State.figures["rolling_restart_longest_partition_ack_gap_s_per_host"] = {
+        h: g["partition_gap_s"] for h, g in gaps.items()}
     State.figures["rolling_restart_records"] = {k: report[k] for k in ("acked", "read", "lost", "duplicates", "out_of_order")}
     assert {h for _, h in windows} == {h.name for h in bed.hosts}, windows   # every host restarted
     assert report["ok"], report["describe"]
@@ -496,13 +387,32 @@ def test_the_fleet_survives_losing_one_zookeeper(bed):
     assert bed.ssh(h3, "/opt/riverbed/bin/riverbedctl status zookeeper", check=False).returncode == 0
 
 
+def _longest_partition_gap(report: dict, t0: float, t1: float) -> float:
+    worst = 0.0
+    for ts in report["ack_times_by_partition"].values():
+        series = [t0] + [t for t in ts if t0 <= t <= t1] + [t1]
+        worst = max(worst, max(b - a for a, b in zip(series, series[1:])))
+    return round(worst, 2)
+
+
+def _records_ok(report: dict) -> None:
+    assert report["ok"], report["describe"]
+    assert report["lost"] == 0 and report["out_of_order"] == 0 and report["duplicates"] == 0, report["describe"]
+
+
 def test_decommission_moves_every_partition_off_the_node(bed):
     leaving = host("h5")   # storage node 4
     before = client("describe", "--bootstrap", State.bootstrap)["partitions"]
     on_it = [p for p in before if 4 in p["replicas"]]
     assert on_it, "storage node 4 holds no partition: nothing to move"
-    bed.ansible("decommission-storage-node.yml", State.inventory, "-e", "riverbed_decommission_host=h5",
-                timeout=1200)
+    with _verifying_producer(bed, "dec", "--sdk-defaults") as report:
+        t0 = time.time()
+        dec = bed.ansible("decommission-storage-node.yml", State.inventory, "-e",
+                          "riverbed_decommission_host=h5", timeout=1200)
+        t1 = time.time()
+    State.figures["decommission_s"] = round(dec.elapsed_s, 1)
+    State.figures["decommission_longest_partition_ack_gap_s"] = _longest_partition_gap(report, t0, t1)
+    _records_ok(report)
     after = {(p["topic"], p["partition"]): p for p in client("describe", "--bootstrap", State.bootstrap)["partitions"]}
     for p in before:
         q = after[(p["topic"], p["partition"])]
@@ -510,16 +420,17 @@ def test_decommission_moves_every_partition_off_the_node(bed):
         assert len(q["replicas"]) == len(p["replicas"]), (p, q)     # replication factor kept
         assert sorted(q["isr"]) == sorted(q["replicas"]), q
     assert bed.ssh(leaving, "/opt/riverbed/bin/riverbedctl status storage-4", check=False).returncode == 3
-    # With node 4 gone from the inventory, taking another away would leave RF3 partitions on
-    # two nodes: the playbook refuses and changes nothing.
-    layout = {**LAYOUT, "storage_node": ["h2", "h3", "h4"]}
+    # With h4 and h5 gone from the inventory, taking h2 away (both its storage nodes, 1 and 5)
+    # would leave RF3 partitions on two nodes: the playbook refuses and changes nothing.
+    layout = {**LAYOUT, "storage_node": ["h2", "h3"]}
     smaller = State.inventory.parent / "after-decommission.yml"
     write_inventory(bed, smaller, pathlib.Path(yaml.safe_load(State.inventory.read_text())["all"]["vars"]["riverbed_wheelhouse_dir"]), layout)
-    refused = bed.ansible("decommission-storage-node.yml", smaller, "-e", "riverbed_decommission_host=h4",
+    refused = bed.ansible("decommission-storage-node.yml", smaller, "-e", "riverbed_decommission_host=h2",
                           check=False)
     assert refused.rc != 0
-    assert "refusing to decommission storage node 3" in refused.stdout
-    assert bed.ssh(host("h4"), "/opt/riverbed/bin/riverbedctl status storage-3", check=False).returncode == 0
+    assert "refusing to decommission storage nodes 1,5" in refused.stdout
+    for proc in ("storage-1", "storage-5"):
+        assert bed.ssh(host("h2"), f"/opt/riverbed/bin/riverbedctl status {proc}", check=False).returncode == 0
     still = {(p["topic"], p["partition"]): p for p in client("describe", "--bootstrap", State.bootstrap)["partitions"]}
     assert still == after
 
@@ -529,8 +440,15 @@ def test_add_storage_node_rejoins_and_takes_partitions(bed):
     already holds a file system, which is kept (never reformatted), and partitions move onto it."""
     device = host("h5").disks[0].device
     uuid_before = run(["blkid", "-p", "-o", "value", "-s", "UUID", device]).stdout.strip()
-    joined = bed.ansible("add-storage-node.yml", State.inventory, "-e", "riverbed_new_host=h5", timeout=1200)
+    with _verifying_producer(bed, "add", "--sdk-defaults") as report:
+        t0 = time.time()
+        joined = bed.ansible("add-storage-node.yml", State.inventory, "-e", "riverbed_new_host=h5",
+                             timeout=1200)
+        t1 = time.time()
     assert all(r["failed"] == 0 for r in joined.recap().values())
+    State.figures["add_storage_node_s"] = round(joined.elapsed_s, 1)
+    State.figures["add_storage_node_longest_partition_ack_gap_s"] = _longest_partition_gap(report, t0, t1)
+    _records_ok(report)
     assert run(["blkid", "-p", "-o", "value", "-s", "UUID", device]).stdout.strip() == uuid_before
     parts = client("describe", "--bootstrap", State.bootstrap)["partitions"]
     assert any(4 in p["replicas"] for p in parts), parts

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 from riverbed import Consumer, Producer, TopicPartition
 
-__all__ = ["VerifyingProducer", "Verification", "read_partitions", "verify"]
+__all__ = ["VerifyingProducer", "Verification", "check_logs", "read_partitions", "verify"]
 
 
 class VerifyingProducer:
@@ -38,12 +38,16 @@ class VerifyingProducer:
     `max_in_flight_requests_per_connection=1` keeps per-partition order even without
     idempotence (a retry cannot overtake a later batch); `enable_idempotence` defaults to False
     so the duplicate count measures the non-idempotent producer (pass None for the SDK's
-    default, which turns it on with acks=all when the cluster serves INIT_PRODUCER_ID)."""
+    default, which turns it on with acks=all when the cluster serves INIT_PRODUCER_ID).
+    `sdk_defaults=True` gives the producer `acks` and nothing else: every other setting is the
+    SDK's default (idempotence on with acks=all, 5 requests in flight, its retries and
+    timeouts), as an application that sets only acks would run it."""
 
     def __init__(self, bootstrap: Sequence[str], topic: str, partitions: int | Sequence[int], *,
                  acks: int | str = "all", value_size: int = 64, rate_per_s: float = 400.0,
                  max_outstanding: int = 400, run_id: str | None = None,
-                 enable_idempotence: bool | None = False, **producer_kw):
+                 enable_idempotence: bool | None = False, sdk_defaults: bool = False,
+                 **producer_kw):
         self.topic = topic
         self.partitions = list(range(partitions)) if isinstance(partitions, int) else list(partitions)
         self.run_id = run_id or uuid.uuid4().hex[:8]
@@ -54,6 +58,8 @@ class VerifyingProducer:
                   request_timeout_ms=5000, delivery_timeout_ms=30000,
                   max_in_flight_requests_per_connection=1, enable_idempotence=enable_idempotence)
         kw.update(producer_kw)
+        if sdk_defaults:
+            kw = dict(acks=acks, **producer_kw)
         self.producer = Producer(list(bootstrap), **kw)
         self._lock = threading.Condition()
         self.acked: dict[int, dict[int, int]] = {p: {} for p in self.partitions}  # p -> seq -> off
@@ -230,9 +236,17 @@ def verify(bootstrap: Sequence[str], topic: str, producers: Sequence[VerifyingPr
            timeout_s: float = 60.0) -> Verification:
     """Read the whole topic back and check it against what `producers` had acknowledged."""
     parts = sorted({p for vp in producers for p in vp.partitions})
-    logs = read_partitions(bootstrap, topic, parts, timeout_s)
+    return check_logs(read_partitions(bootstrap, topic, parts, timeout_s), producers)
+
+
+def check_logs(logs: dict[int, list[tuple[int, bytes | None]]],
+               producers: Sequence[VerifyingProducer]) -> Verification:
+    """The check of `verify` on logs already read (partition -> [(offset, value)]): pure, so
+    other checkers (the soak's) build on it. `producers` need only `run_id`, `partitions`,
+    `acked` ({partition: {seq: offset}}) and `value(partition, seq)`."""
+    parts = sorted({p for vp in producers for p in vp.partitions})
     runs = {vp.run_id: vp for vp in producers}
-    v = Verification(acked=sum(vp.acked_count() for vp in producers))
+    v = Verification(acked=sum(len(a) for vp in producers for a in vp.acked.values()))
     for p in parts:
         log = logs[p]
         v.read += len(log)

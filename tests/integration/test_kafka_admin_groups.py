@@ -316,6 +316,57 @@ def test_delete_groups_and_offset_delete(bootstrap):
         kp_admin.close()
 
 
+def test_each_group_is_listed_once_by_its_coordinator_with_two_gateways(bootstrap, fleet):
+    """Every gateway can ask every group coordinator, but ListGroups at a gateway answers only
+    the groups it coordinates (Kafka's answer), so kafka-python's list_groups() and librdkafka's
+    list_consumer_groups(), which ask every broker and add the answers up, list each group
+    once; list_groups(broker_ids=[b]) lists the groups whose FindCoordinator names b."""
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient, KafkaConsumer
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    gateways = sorted(b.id for b in admin.list_topics(timeout=30).brokers.values())
+    assert len(gateways) == 2
+    prefix = name("listed")
+
+    def coordinator(group: str) -> int:       # FindCoordinator's answer, through librdkafka
+        (f,) = admin.describe_consumer_groups([group]).values()
+        return f.result(30).coordinator.id
+    groups: dict[str, int] = {}               # two groups coordinated by each gateway
+    for i in range(64):
+        g = f"{prefix}-{i}"
+        c = coordinator(g)
+        if sum(1 for x in groups.values() if x == c) < 2:
+            groups[g] = c
+        if len(groups) == 4:
+            break
+    assert sorted(groups.values()) == [gateways[0]] * 2 + [gateways[1]] * 2
+    topic = topic_with_leaders(bootstrap, "listed", 1)
+    for g in groups:                           # a member joins and leaves: an Empty group
+        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap.split(","), group_id=g,
+                                 enable_auto_commit=False)
+        try:
+            while not consumer.assignment():
+                consumer.poll(timeout_ms=200)
+        finally:
+            consumer.close()
+
+    kp_admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        ours = sorted(x["group_id"] for x in kp_admin.list_groups()
+                      if x["group_id"].startswith(prefix))
+        assert ours == sorted(groups)                               # once each
+        for gw in gateways:
+            at = sorted(x["group_id"] for x in kp_admin.list_groups(broker_ids=[gw])
+                        if x["group_id"].startswith(prefix))
+            assert at == sorted(g for g, c in groups.items() if c == gw)
+    finally:
+        kp_admin.close()
+    listed = admin.list_consumer_groups().result(30)
+    assert not listed.errors
+    assert sorted(x.group_id for x in listed.valid if x.group_id.startswith(prefix)) == \
+        sorted(groups)
+
+
 def test_librdkafka_cooperative_sticky_moves_only_what_it_must(bootstrap):
     """Two librdkafka consumers with cooperative-sticky only (KIP-429; phase 1 refused it): the
     second one's arrival revokes only the partitions that move, each partition is read by one

@@ -3,12 +3,12 @@
 `riverbed.admin.Admin` is Riverbed's own admin client (riverbed.admin.riverbed_admin). The
 rest is what `from kafka.admin import ...` gives in kafka-python 3.0, so that a kafka-python
 program runs with `kafka` replaced by `riverbed` in its imports: `KafkaAdminClient` (a facade
-over Admin with kafka-python 3.0's calls and result shapes, riverbed.kafka_python_admin),
+over Admin with kafka-python 3.0's calls and result shapes, riverbed.admin.kafka_python),
 `NewTopic`, `NewPartitions`, `ConfigResource`, `ConfigResourceType` and kafka-python's enums and
 ACL types (riverbed.kafka_python_types).
 """
 from riverbed.admin.riverbed_admin import Admin, AdminClient
-from riverbed.kafka_python_admin import KafkaAdminClient
+from riverbed.admin.kafka_python import KafkaAdminClient
 from riverbed.kafka_python_types import (
     ACL,
     ACLFilter,

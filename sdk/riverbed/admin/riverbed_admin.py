@@ -1,7 +1,8 @@
-"""Riverbed's Admin client: topics, configs, partitions, groups and the cluster.
+"""Riverbed's Admin client: topics, configs, partitions, records, groups, transactions, ACLs
+and the cluster.
 
 Import it as `riverbed.admin.Admin` (or `riverbed.Admin`). kafka-python 3.0's KafkaAdminClient
-is a facade over it (riverbed.kafka_python_admin); this module never imports that one.
+is a facade over it (riverbed.admin.kafka_python); this module never imports that one.
 
 Every call is synchronous over one gateway (which forwards topic admin to the active
 controller). Per-topic errors raise the matching riverbed.errors class naming the topic (the
@@ -17,9 +18,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, overload
 
 from riverbed import errors
 from riverbed._proto.v1 import (
+    acl_pb2,
     admin_ops_pb2,
     common_pb2,
     controller_pb2,
+    delete_records_pb2,
     group_pb2,
     header_pb2,
     list_offsets_pb2,
@@ -28,10 +31,11 @@ from riverbed._proto.v1 import (
     transaction_pb2,
 )
 from riverbed import list_offsets, log_dirs
+from riverbed.acl_bindings import MATCH_EVERY_ACL, acl_from_pb, acl_to_pb, filter_to_pb
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.log_dirs import NodeLogDirs
 from riverbed.transactions import RETRIABLE, PreparedTxnState, classify, error_for
-from riverbed.wire.security import secure_channel_factory
+from riverbed.wire.client import secure_channel_factory
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
     GroupDescription,
@@ -43,6 +47,7 @@ from riverbed.group_membership import (
     offsets_to_commit_request,
 )
 from riverbed import kafka_python_v2
+from riverbed.kafka_python_types import ACL, ACLFilter
 from riverbed.kafka_python_v2 import AlterConfigsResponse, DescribeConfigsResponse
 from riverbed.structs import (
     BrokerInfo,
@@ -70,13 +75,13 @@ OFFSET_SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3}
 
 
 class Admin:
-    """Topics, configs, partitions, consumer groups and the cluster. describe_configs,
-    alter_configs and create_partitions also take kafka-python 2.x's (and aiokafka's) forms
-    (`[ConfigResource]`, `{topic: NewPartitions}`) with their result shapes
-    (riverbed.kafka_python_v2); kafka-python 3.0's KafkaAdminClient is a facade over this class
-    (riverbed.kafka_python_admin). Synchronous; one thread at a time. It belongs to the process
-    that created it: after os.fork() the child's copy raises errors.ForkedClientError from every
-    call."""
+    """Topics, configs, partitions, records, consumer groups, transactions, ACLs and the
+    cluster. describe_configs, alter_configs and create_partitions also take kafka-python 2.x's
+    (and aiokafka's) forms (`[ConfigResource]`, `{topic: NewPartitions}`) with their result
+    shapes (riverbed.kafka_python_v2); kafka-python 3.0's KafkaAdminClient is a facade over this
+    class (riverbed.admin.kafka_python). Synchronous; one thread at a time. It belongs to the
+    process that created it: after os.fork() the child's copy raises errors.ForkedClientError
+    from every call."""
 
     # How the admin client waits between retries (riverbed.aio awaits instead).
     _sleep = staticmethod(time.sleep)
@@ -538,6 +543,52 @@ class Admin:
                     raise errors.for_code(p.error_code, p.error_message, topic=t.name,
                                           partition=p.partition_index)
 
+    def delete_groups(self, group_ids: Sequence[str]) -> None:
+        """Kafka's DeleteGroups (kafka-consumer-groups.sh --delete): each group without members
+        is deleted with its committed offsets (so are the offsets of a group id no coordinator
+        knows, e.g. a standalone consumer's commits). Each group is deleted or refused on its
+        own; the first refusal is raised naming the group: NonEmptyGroupError while it has
+        members, GroupIdNotFoundError for one with neither metadata nor offsets,
+        GroupAuthorizationFailedError (Delete on the group), InvalidGroupIdError. Coordinators
+        loading or moving are retried until request_timeout_ms."""
+        for err in self._delete_groups_results(group_ids).values():
+            if err is not None:
+                raise err
+
+    def _delete_groups_results(self, group_ids: Sequence[str]
+                               ) -> dict[str, errors.KafkaError | None]:
+        """DELETE_GROUPS with retries of retriable per-group errors: each group (in the order
+        given, once) -> None (deleted) or its error."""
+        if isinstance(group_ids, str):
+            raise TypeError("delete_groups takes a list of group ids, not one string")
+        wanted = list(dict.fromkeys(group_ids))
+        out: dict[str, errors.KafkaError | None] = {}
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        todo = wanted
+        while todo:
+            resp = self._call(ApiKey.DELETE_GROUPS, group_pb2.DeleteGroupsRequest(group_ids=todo))
+            answers = {r.group_id: r for r in resp.results}
+            retry = []
+            for gid in todo:
+                r = answers.get(gid)
+                if r is None:
+                    code = resp.error_code or errors.UnknownServerError.code
+                    msg = resp.error_message or "the gateway did not answer for it"
+                else:
+                    code, msg = r.error_code, r.error_message
+                if code == 0:
+                    out[gid] = None
+                    continue
+                err = errors.for_code(code, f"group {gid!r}" + (f": {msg}" if msg else ""))
+                if err.retriable and time.monotonic() < deadline:
+                    retry.append(gid)
+                else:
+                    out[gid] = err
+            todo = retry
+            if todo:
+                self._sleep(self.retry_backoff_ms / 1000.0)
+        return {gid: out[gid] for gid in wanted}
+
     def _delete_group_offsets_answers(self, group_id: str, partitions: Iterable[TopicPartition]):
         """The OFFSET_DELETE answer; its whole-request error raised."""
         req = offset_pb2.OffsetDeleteRequest(group_id=group_id)
@@ -586,6 +637,79 @@ class Admin:
                 if tp in out and p.error_code == 0 and p.offset >= 0:
                     out[tp] = p.offset
         return out
+
+    # -- records (kafka-delete-records.sh) -------------------------------------------------------
+    def delete_records(self, records_to_delete: Mapping[TopicPartition, int],
+                       timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Kafka's DeleteRecords (kafka-delete-records.sh, Java's Admin.deleteRecords): per
+        partition, the records before the offset given (-1: the high watermark, i.e. every
+        committed record) are deleted: the log start offset moves up to it, consumers start
+        there, and whole segments below it go at the next retention pass. Returns each
+        partition's low watermark (its log start offset now). A leader moving is retried
+        (metadata refresh, backoff) until request_timeout_ms; any other error is raised naming
+        its partition: OffsetOutOfRangeError past the high watermark,
+        UnknownTopicOrPartitionError, TopicAuthorizationFailedError (Delete on the topic).
+        timeout_ms: how long the leaders may take (request_timeout_ms by default). An offset
+        may also be given as aiokafka's RecordsToDelete (its before_offset)."""
+        results = self._delete_records_results(records_to_delete, timeout_ms)
+        for r in results.values():
+            if isinstance(r, errors.KafkaError):
+                raise r
+        return results      # type: ignore[return-value]  # no errors left
+
+    def _delete_records_results(self, records_to_delete: Mapping[TopicPartition, int],
+                                timeout_ms: int | None = None
+                                ) -> dict[TopicPartition, int | errors.KafkaError]:
+        """DELETE_RECORDS with retries of a moving leader: per partition (in the order given)
+        its low watermark or its error."""
+        todo: dict[TopicPartition, int] = {}
+        for tp, offset in records_to_delete.items():
+            offset = getattr(offset, "before_offset", offset)     # aiokafka's RecordsToDelete
+            if isinstance(offset, bool) or not isinstance(offset, int):
+                raise TypeError(f"delete_records: {tp}: the offset must be an int (-1: the high "
+                                f"watermark), not {offset!r}")
+            todo[TopicPartition(*tp)] = offset
+        order = list(todo)
+        out: dict[TopicPartition, int | errors.KafkaError] = {}
+        wait_ms = timeout_ms if timeout_ms is not None else self.request_timeout_ms
+        deadline = time.monotonic() + self.request_timeout_ms / 1000.0
+        while todo:
+            req = delete_records_pb2.DeleteRecordsRequest(timeout_ms=wait_ms)
+            for topic, parts in group_by_topic(todo):
+                t = req.topics.add(name=topic)
+                for p in parts:
+                    t.partitions.add(partition=p, offset=todo[TopicPartition(topic, p)])
+            resp = self._call(ApiKey.DELETE_RECORDS, req)
+            retry: dict[TopicPartition, errors.KafkaError] = {}
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition)
+                    if tp not in todo or tp in out:
+                        continue
+                    if p.error_code == 0:
+                        out[tp] = p.low_watermark
+                        continue
+                    err = errors.for_code(p.error_code, p.error_message, topic=t.name,
+                                          partition=p.partition)
+                    # the gateway has refreshed its metadata before answering an unknown topic
+                    if err.retriable and not isinstance(err, errors.UnknownTopicOrPartitionError):
+                        retry[tp] = err
+                    else:
+                        out[tp] = err
+            for tp in todo:
+                if tp not in out and tp not in retry:
+                    retry[tp] = errors.UnknownServerError("the gateway did not answer for it",
+                                                          topic=tp.topic, partition=tp.partition)
+            todo = {tp: todo[tp] for tp in retry}
+            if not todo:
+                break
+            if time.monotonic() >= deadline:
+                out.update(retry)
+                break
+            if any(e.refresh_metadata for e in retry.values()):
+                self._conn.fetch_metadata({tp.topic for tp in todo})
+            self._sleep(self.retry_backoff_ms / 1000.0)
+        return {tp: out[tp] for tp in order}
 
     def describe_group_offsets(self, group_id: str) -> tuple[GroupDescription, list[PartitionLag]]:
         """`riverbed groups describe`: per partition the group committed to or a member owns,
@@ -663,6 +787,95 @@ class Admin:
         if execute:
             self.alter_group_offsets(group_id, {tp: new for tp, (_, new) in plan.items()})
         return plan
+
+    # -- ACLs (kafka-acls.sh; Java's Admin.describeAcls / createAcls / deleteAcls) ---------------
+    # The gateway reads and writes the ACLs in ZooKeeper (the store `riverbed acls` writes);
+    # every gateway and coordinator applies a change within moments (they watch it). The types
+    # are kafka-python 3.0's (riverbed.admin.ACL, ACLFilter, ResourcePattern, ...).
+    def describe_acls(self, acl_filter: ACLFilter | None = None) -> list[ACL]:
+        """The ACLs the filter matches (None: every ACL), sorted by resource, then principal,
+        host, operation and permission. Filters match as Kafka's AclBindingFilter: ANY, or a
+        name / principal / host of None, matches every value; pattern type MATCH matches every
+        pattern that applies to the name given (the literal name, '*', prefixes of it). Needs
+        Describe on the cluster (ClusterAuthorizationFailedError); a filter with an UNKNOWN
+        value: InvalidRequestError."""
+        if acl_filter is not None and not isinstance(acl_filter, ACLFilter):
+            raise errors.IllegalArgumentError("acl_filter must be an ACLFilter")
+        resp = self._call(ApiKey.DESCRIBE_ACLS, acl_pb2.DescribeAclsRequest(
+            filter=filter_to_pb(acl_filter or MATCH_EVERY_ACL)))
+        if resp.error_code != 0:
+            raise errors.for_code(resp.error_code, resp.error_message)
+        return [acl_from_pb(b) for b in resp.bindings]
+
+    def create_acls(self, acls: Sequence[ACL]) -> None:
+        """Add ACLs; adding one that exists changes nothing. Needs Alter on the cluster
+        (ClusterAuthorizationFailedError, nothing added). Each ACL is added or refused on its
+        own; the first refusal is raised: InvalidRequestError for one Riverbed cannot keep (a
+        principal not 'Type:name', an operation its resource type does not have, delegation
+        tokens and users)."""
+        for _, err in self._create_acls_results(acls):
+            if err is not None:
+                raise err
+
+    def _create_acls_results(self, acls: Sequence[ACL]
+                             ) -> list[tuple[ACL, errors.KafkaError | None]]:
+        """CREATE_ACLS: each ACL with None (added) or its error."""
+        acls = list(acls)
+        for a in acls:
+            if not isinstance(a, ACL):
+                raise errors.IllegalArgumentError("acls must contain ACL objects")
+        if not acls:
+            return []
+        resp = self._call(ApiKey.CREATE_ACLS, acl_pb2.CreateAclsRequest(
+            creations=[acl_to_pb(a) for a in acls]))
+        out: list[tuple[ACL, errors.KafkaError | None]] = []
+        for i, a in enumerate(acls):
+            r = resp.results[i] if i < len(resp.results) else None
+            if r is None:
+                out.append((a, errors.UnknownServerError(f"no answer for {a!r}")))
+            elif r.error_code != 0:
+                out.append((a, errors.for_code(r.error_code, f"{a!r}: {r.error_message}")))
+            else:
+                out.append((a, None))
+        return out
+
+    def delete_acls(self, acl_filters: Sequence[ACLFilter]) -> list[ACL]:
+        """Remove every ACL each filter matches (matching as describe_acls); returns the ACLs
+        removed, once each. Needs Alter on the cluster (ClusterAuthorizationFailedError,
+        nothing removed). Each filter is applied on its own; the first one refused is raised
+        (InvalidRequestError for a filter with an UNKNOWN value) after the others' removals."""
+        removed: list[ACL] = []
+        first: errors.KafkaError | None = None
+        for _, matched, err in self._delete_acls_results(acl_filters):
+            if err is not None:
+                first = first or err
+                continue
+            removed.extend(a for a in matched if a not in removed)
+        if first is not None:
+            raise first
+        return removed
+
+    def _delete_acls_results(self, acl_filters: Sequence[ACLFilter]
+                             ) -> list[tuple[ACLFilter, list[ACL], errors.KafkaError | None]]:
+        """DELETE_ACLS: each filter with the ACLs it removed and None, or [] and its error."""
+        filters = list(acl_filters)
+        for f in filters:
+            if not isinstance(f, ACLFilter):
+                raise errors.IllegalArgumentError("acl_filters must contain ACLFilter objects")
+        if not filters:
+            return []
+        resp = self._call(ApiKey.DELETE_ACLS, acl_pb2.DeleteAclsRequest(
+            filters=[filter_to_pb(f) for f in filters]))
+        out: list[tuple[ACLFilter, list[ACL], errors.KafkaError | None]] = []
+        for i, f in enumerate(filters):
+            r = resp.results[i] if i < len(resp.results) else None
+            if r is None:
+                out.append((f, [], errors.UnknownServerError(f"no answer for {f!r}")))
+            elif r.error_code != 0:
+                out.append((f, [], errors.for_code(r.error_code, f"{f!r}: {r.error_message}")))
+            else:
+                out.append((f, [acl_from_pb(b) for b in r.matching], None))
+        return out
 
     def close(self) -> None:
         self._conn.close()

@@ -37,7 +37,8 @@ _CALLS = (
     "alter_partition_reassignments", "list_partition_reassignments", "list_groups",
     "describe_groups", "list_group_offsets", "alter_group_offsets", "delete_group_offsets",
     "describe_group_offsets", "plan_reset_offsets", "reset_offsets", "list_offsets",
-    "describe_log_dirs", "alter_replica_log_dirs",
+    "describe_log_dirs", "alter_replica_log_dirs", "delete_records", "delete_groups",
+    "describe_acls", "create_acls", "delete_acls", "list_transactions", "describe_transactions",
 )
 # aiokafka's (kafka-python 2.x's) group calls, with their shapes, over the same Admin
 _V2_CALLS = ("list_consumer_groups", "describe_consumer_groups", "list_consumer_group_offsets",
@@ -45,9 +46,9 @@ _V2_CALLS = ("list_consumer_groups", "describe_consumer_groups", "list_consumer_
 
 
 class Admin:
-    """Topics, configs, partitions, consumer groups and the cluster from asyncio code. Takes
-    riverbed.Admin's settings; every call of riverbed.Admin listed in _CALLS is a coroutine
-    here with the same arguments and result."""
+    """Topics, configs, partitions, records, consumer groups, transactions, ACLs and the
+    cluster from asyncio code. Takes riverbed.Admin's settings; every call of riverbed.Admin
+    listed in _CALLS is a coroutine here with the same arguments and result."""
 
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, **config: Any):
         self._args = dict(bootstrap_servers=bootstrap_servers, **config)

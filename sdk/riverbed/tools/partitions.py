@@ -16,7 +16,9 @@ import json
 import os
 import random
 import sys
+from collections.abc import Mapping
 
+from riverbed.replica_assignment import place, rack_alternated
 from riverbed.tools.common import add_bootstrap, bootstrap_of
 
 
@@ -97,10 +99,13 @@ def parse_topics_to_move(text: str) -> list[str]:
 
 
 def propose(current: dict[tuple[str, int], tuple[int, ...]], brokers: list[int],
-            rng: random.Random) -> dict[tuple[str, int], tuple[int, ...]]:
-    """Seed 002's assignment over `brokers` (sorted), keeping each partition's replica count:
-    per topic a random start s; partition i's replica j on brokers[(s + i + j) mod n]."""
-    nodes = sorted(set(brokers))
+            rng: random.Random, racks: Mapping[int, str] | None = None
+            ) -> dict[tuple[str, int], tuple[int, ...]]:
+    """Seed 002's assignment over `brokers`, keeping each partition's replica count: per topic a
+    random start s; partition i's replica j on brokers[(s + i + j) mod n] -- rack-aware when
+    `racks` names a rack for every broker of the list (riverbed.replica_assignment, the
+    controller's own placement)."""
+    nodes = rack_alternated(brokers, racks)
     out: dict[tuple[str, int], tuple[int, ...]] = {}
     for topic in sorted({t for t, _ in current}):
         start = rng.randrange(len(nodes))
@@ -110,7 +115,7 @@ def propose(current: dict[tuple[str, int], tuple[int, ...]], brokers: list[int],
             if len(replicas) > len(nodes):
                 raise ValueError(f"{t}-{p} has {len(replicas)} replicas but the broker list "
                                  f"has only {len(nodes)} nodes")
-            out[(t, p)] = tuple(nodes[(start + p + j) % len(nodes)] for j in range(len(replicas)))
+            out[(t, p)] = place(nodes, start + p, len(replicas), racks)
     return out
 
 
@@ -147,8 +152,9 @@ def _run(args: argparse.Namespace) -> int:
     with Admin(bootstrap_of(args)) as admin:
         if args.generate:
             current = _current(admin, topics)
+            racks = {b.node_id: b.rack for b in admin.describe_cluster().brokers if b.rack}
             try:
-                proposed = propose(current, brokers, random.Random())
+                proposed = propose(current, brokers, random.Random(), racks)
             except ValueError as e:
                 print(f"Error: {e}", file=sys.stderr)
                 return 2

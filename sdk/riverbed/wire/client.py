@@ -28,11 +28,12 @@ Socket choices
 from __future__ import annotations
 
 import collections
+import functools
 import heapq
 import logging
 import random
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 import zmq
 
@@ -50,7 +51,7 @@ from riverbed.wire.framing import (
     synthetic_response,
 )
 
-__all__ = ["Channel", "Response"]
+__all__ = ["Channel", "Response", "secure_channel_factory"]
 
 log = logging.getLogger(__name__)
 
@@ -378,3 +379,16 @@ class Channel:
                 self._sock.close(linger=0)
         except Exception:
             pass
+
+
+def secure_channel_factory(channel_factory: Any = None, **settings: Any) -> Any:
+    """The channel factory a client uses: `channel_factory` as given (tests' fakes), else
+    Channel with the security from `settings` (client_security's
+    arguments) — checked now, so a bad setting fails the client's constructor — and
+    fail_fast on."""
+    if channel_factory is not None:
+        return channel_factory
+    from riverbed.wire.security import client_security
+    # the clients' gateway channel: it also fails fast (riverbed.wire.liveness), so a refused or
+    # lost gateway ends the requests awaiting it at once and the client moves on
+    return functools.partial(Channel, security=client_security(**settings), fail_fast=True)

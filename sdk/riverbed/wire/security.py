@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 __all__ = [
     "ANONYMOUS", "PROTOCOLS", "Certificate", "ClientSecurity", "SecurityConfigError", "client_security",
-    "create_keypair", "normalize_endpoint", "secure_channel_factory", "add_public_key", "parse_public_key", "read_certificate",
+    "create_keypair", "normalize_endpoint", "add_public_key", "parse_public_key", "read_certificate",
     "read_certificates", "check_protocol",
 ]
 
@@ -301,20 +301,6 @@ def _properties(path: str) -> dict[str, str]:
         k, v = line.split("=", 1)
         out[k.strip()] = v.strip()
     return out
-
-
-def secure_channel_factory(channel_factory: Any = None, **settings: Any) -> Any:
-    """The channel factory a client uses: `channel_factory` as given (tests' fakes), else
-    riverbed.wire.client.Channel with the security from `settings` (client_security's
-    arguments) — checked now, so a bad setting fails the client's constructor — and
-    fail_fast on."""
-    if channel_factory is not None:
-        return channel_factory
-    import functools
-    from riverbed.wire.client import Channel
-    # the clients' gateway channel: it also fails fast (riverbed.wire.liveness), so a refused or
-    # lost gateway ends the requests awaiting it at once and the client moves on
-    return functools.partial(Channel, security=client_security(**settings), fail_fast=True)
 
 
 def client_security(*, security_protocol: str | None = None,

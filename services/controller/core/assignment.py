@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from riverbed import topic_names
+from riverbed.replica_assignment import place, rack_alternated
 from riverbed.topic_names import MAX_TOPIC_NAME_LENGTH, TopicNameProblem
 
 _PROBLEM_MESSAGES = {
@@ -25,20 +26,25 @@ def topic_name_problem(name: str) -> str | None:
 
 def assign_replicas(live_nodes: Sequence[int], num_partitions: int, replication_factor: int,
                     rng: random.Random, *, first_partition: int = 0,
-                    start_index: int | None = None) -> dict[int, tuple[int, ...]]:
-    """Seed 002's assignment over the sorted live node list `n` (len N) with start index s:
-    partition i's replica j is on n[(s + i + j) mod N]. So the first replicas (the preferred
-    leaders) go round-robin over the nodes and every node leads about num_partitions/N.
+                    start_index: int | None = None,
+                    racks: Mapping[int, str] | None = None) -> dict[int, tuple[int, ...]]:
+    """Seed 002's assignment over the node list `n` (len N) with start index s: partition i's
+    replica j is on n[(s + i + j) mod N]. So the first replicas (the preferred leaders) go
+    round-robin over the nodes and every node leads about num_partitions/N.
+
+    With `racks` (node -> broker.rack) naming a rack for every live node, and at least two
+    racks, `n` is rack-alternated and each further replica is the next node along it whose rack
+    holds no replica of the partition yet (riverbed.replica_assignment, which the reassignment
+    tool's proposals share).
 
     `first_partition` > 0 continues an existing topic (CREATE_PARTITIONS), with `start_index`
-    the index of partition 0's first replica so the round-robin carries on. Preconditions
-    (the caller checks them and answers with typed errors): 1 <= replication_factor <= N."""
-    nodes = sorted(live_nodes)
+    the index in `n` of partition 0's first replica so the round-robin carries on.
+    Preconditions (the caller checks them and answers with typed errors):
+    1 <= replication_factor <= N."""
+    nodes = rack_alternated(live_nodes, racks)
     n = len(nodes)
     assert 1 <= replication_factor <= n, (replication_factor, n)
     assert num_partitions >= 0
     s = rng.randrange(n) if start_index is None else start_index % n
-    return {
-        i: tuple(nodes[(s + i + j) % n] for j in range(replication_factor))
-        for i in range(first_partition, first_partition + num_partitions)
-    }
+    return {i: place(nodes, s + i, replication_factor, racks)
+            for i in range(first_partition, first_partition + num_partitions)}

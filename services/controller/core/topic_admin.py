@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from riverbed import errors
 from riverbed._proto.v1 import common_pb2, controller_pb2
+from riverbed.replica_assignment import rack_alternated
 from services.controller.core import topic_config
 from services.controller.core.assignment import assign_replicas, topic_name_problem
 from services.controller.core.effects import (
@@ -83,7 +84,7 @@ class TopicAdmin:
         if validate_only:
             return NONE, ""
         assignment = explicit if explicit is not None else assign_replicas(
-            live, num_partitions, replication_factor, self.rng)
+            live, num_partitions, replication_factor, self.rng, racks=self._racks(live))
         configs = topic_config.normalise(configs)
         self._write(out, WriteTopicAssignment(name, assignment, NEW))
         self._write(out, WriteTopicConfig(name, configs, NEW))
@@ -93,6 +94,10 @@ class TopicAdmin:
                  {p: list(r) for p, r in assignment.items()}, configs)
         self._send_leader_and_isr(out, [(name, p) for p in sorted(assignment)], is_new=True)
         return NONE, ""
+
+    def _racks(self, nodes) -> dict[int, str]:
+        """node -> broker.rack of live nodes that name one."""
+        return {n: self.brokers[n].rack for n in nodes if n in self.brokers and self.brokers[n].rack}
 
     def _init_partition(self, out: list[Effect], topic: str, p: int) -> None:
         replicas = self.topics[topic].assignment[p]
@@ -200,9 +205,11 @@ class TopicAdmin:
                 return (E.Value("INVALID_REPLICATION_FACTOR"),
                         f"replication factor {rf} exceeds live storage nodes ({len(live)})")
             first = t.assignment[0][0]
-            start = live.index(first) if first in live else None
+            order = rack_alternated(live, self._racks(live))
+            start = order.index(first) if first in order else None
             extra = assign_replicas(live, req.count - current, rf, self.rng,
-                                    first_partition=current, start_index=start)
+                                    first_partition=current, start_index=start,
+                                    racks=self._racks(live))
         if validate_only:
             return NONE, ""
         assignment = dict(t.assignment)

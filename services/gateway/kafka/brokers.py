@@ -10,7 +10,10 @@ every gateway can serve every partition (it forwards to the storage node that le
   the gateways from a start fixed by the topic's name (the same on every gateway, and while the
   set of gateways stays the same, the same answer every time); replicas and ISR are the next
   brokers round, as many as the partition has (at most n);
-- a group's coordinator is brokers[shard % n] (shard: the group's __consumer_offsets partition);
+- a group's coordinator is brokers[shard % n] (shard: the group's __consumer_offsets partition),
+  and ListGroups at a broker lists the groups it coordinates (Kafka's answer), so a client that
+  asks every broker (kafka-python's list_groups(), the Java Admin's listConsumerGroups) lists
+  each group once, although every gateway can ask every group coordinator;
 - the controller a client is told is the gateway with the lowest id (admin requests sent there
   are forwarded to the active controller like any other).
 When a gateway joins or leaves, clients learn it through their normal metadata refresh.
@@ -57,6 +60,16 @@ def placement(topic: str, partition: int, broker_ids: Sequence[int], replicas: i
 def coordinator(shard: int, broker_ids: Sequence[int]) -> int:
     """The broker a group whose __consumer_offsets partition is `shard` is sent to; -1: none."""
     return broker_ids[shard % len(broker_ids)] if broker_ids else -1
+
+
+def lists_group(shard: int | None, broker_ids: Sequence[int], me: int) -> bool:
+    """Whether broker `me` lists a group whose __consumer_offsets partition is `shard` in its
+    ListGroups answer: when it is the group's coordinator. With the shard unknown (the
+    gateway's metadata has no __consumer_offsets yet) the controller broker lists the group,
+    so that asking every broker still lists it once."""
+    if shard is None:
+        return me == controller(broker_ids)
+    return coordinator(shard, broker_ids) == me
 
 
 def controller(broker_ids: Sequence[int]) -> int:

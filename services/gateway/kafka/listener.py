@@ -80,19 +80,23 @@ class ListenerSecurity:
 
 class KafkaListener:
     """One listener (`listeners` entry). `handlers`: Riverbed ApiKey -> the gateway's guarded
-    handler; `brokers(listener_name)`: the live gateways advertising that listener."""
+    handler; `brokers(listener_name)`: the live gateways advertising that listener;
+    `offsets_partitions()`: how many partitions __consumer_offsets has in the gateway's
+    metadata (None: not known yet)."""
 
     def __init__(self, bind: Listener, advertised: Listener, *, gateway_id: int,
                  handlers: Mapping[int, Callable[[Request], Awaitable[Any]]],
                  brokers: Callable[[str], tuple[KafkaBroker, ...]],
                  socket_request_max_bytes: int, connections_max_idle_ms: int,
                  queued_max_requests: int, name: str = "gateway",
-                 security: ListenerSecurity = ListenerSecurity()):
+                 security: ListenerSecurity = ListenerSecurity(),
+                 offsets_partitions: Callable[[], int | None] = lambda: None):
         self.bind = bind
         self.advertised = advertised
         self.gateway_id = gateway_id
         self._handlers = handlers
         self._brokers = brokers
+        self._offsets_partitions = offsets_partitions
         self._max_bytes = socket_request_max_bytes
         self._idle_s = connections_max_idle_ms / 1000.0
         self._max_in_flight = queued_max_requests
@@ -101,8 +105,9 @@ class KafkaListener:
         # made-up salts for unknown SCRAM users derive from this (sasl.py)
         self._unknown_user_secret = secrets.token_bytes(32)
         self._server: asyncio.base_events.Server | None = None
-        # client host -> (the brokers it was built from, the ClusterView): one per request
-        # otherwise; and the encoded answers translate.py may reuse (Metadata)
+        # client host -> ((the brokers, the offsets partitions) it was built from, the
+        # ClusterView): one per request otherwise; and the encoded answers translate.py may
+        # reuse (Metadata)
         self._views: dict[str, tuple[tuple, tr.ClusterView]] = {}
         self._encoded = tr.EncodedCache()
         self._connections: set[asyncio.Task] = set()
@@ -220,15 +225,17 @@ class KafkaListener:
 
     def view(self, client_host: str) -> tr.ClusterView:
         brokers = self._brokers(self.advertised.name)
+        offsets_partitions = self._offsets_partitions() or 0
         last = self._views.get(client_host)
-        if last is not None and last[0] == brokers:
-            return last[1]                   # the same brokers as last time: the same view
-        seen = brokers
+        seen = (brokers, offsets_partitions)
+        if last is not None and last[0] == seen:
+            return last[1]       # the same brokers and shards as last time: the same view
         if not any(b.node_id == self.gateway_id for b in brokers):
             me = KafkaBroker(self.gateway_id, self.advertised.host, self.advertised.port)
             brokers = tuple(sorted(brokers + (me,), key=lambda b: b.node_id))
         view = tr.ClusterView(brokers=brokers, gateway_id=self.gateway_id,
-                              client_host=client_host, encoded=self._encoded)
+                              client_host=client_host, encoded=self._encoded,
+                              offsets_partitions=offsets_partitions)
         if len(self._views) >= VIEWS_MAX:
             self._views.clear()
         self._views[client_host] = (seen, view)

@@ -63,6 +63,7 @@ from riverbed._proto.v1 import (
     produce_pb2,
     producer_id_pb2,
 )
+from riverbed.coordinator.offsets_topic import partition_for
 from services.gateway.kafka import brokers as bk
 from services.gateway.kafka import fast
 from services.gateway.kafka import protocol as kp
@@ -115,11 +116,14 @@ class EncodedCache:
 class ClusterView:
     """What the core needs to know of the world: the brokers this client sees (the live
     gateways advertising its listener), this gateway's id and the client's address; and where
-    encoded answers may be kept (None: nowhere)."""
+    encoded answers may be kept (None: nowhere). offsets_partitions: how many partitions
+    __consumer_offsets has in this gateway's metadata (0: not known yet), which says each
+    group's shard (so its coordinator) as FindCoordinator's answer does."""
     brokers: tuple[KafkaBroker, ...]
     gateway_id: int
     client_host: str = ""
     encoded: EncodedCache | None = field(default=None, compare=False)
+    offsets_partitions: int = 0
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -853,6 +857,13 @@ def list_groups(req: kp.KafkaRequest, view: ClusterView) -> Step:
     r = _Resp(kp.LIST_GROUPS, req.api_version)
     body = group_pb2.ListGroupsRequest(states_filter=list(getattr(b, "states_filter", ())))
 
+    n = view.offsets_partitions
+
+    def here(group_id: str) -> bool:
+        """Kafka's ListGroups answers the groups this broker coordinates (brokers.py)."""
+        return bk.lists_group(partition_for(group_id, n) if n > 0 else None, view.broker_ids,
+                              view.gateway_id)
+
     def finish(o: Outcome) -> Step:
         if not o.ok:
             return Done(r.response(throttle_time=ZERO_MS, error_code=ec(o.error_code), groups=()))
@@ -860,7 +871,7 @@ def list_groups(req: kp.KafkaRequest, view: ClusterView) -> Step:
                                groups=tuple(r("ListedGroup", group_id=g.group_id,
                                               protocol_type=g.protocol_type,
                                               group_state=g.group_state)
-                                            for g in o.body.groups)))
+                                            for g in o.body.groups if here(g.group_id))))
     return _one(Call(R.LIST_GROUPS, body), finish)
 
 

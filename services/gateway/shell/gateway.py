@@ -31,6 +31,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2, metadata_pb2
+from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC
 from services.common import rpc, zk, znodes
 from services.common.acl import store as acl_store
 from services.common.controller_feed import ControllerFeed
@@ -207,7 +208,8 @@ class Gateway:
                 socket_request_max_bytes=cfg.socket_request_max_bytes,
                 connections_max_idle_ms=cfg.connections_max_idle_ms,
                 queued_max_requests=cfg.queued_max_requests, name=self.name,
-                security=self._kafka_security(b.security_protocol))
+                security=self._kafka_security(b.security_protocol),
+                offsets_partitions=lambda: self.cache.partition_count(OFFSETS_TOPIC))
             self.kafka_listeners.append(listener)
             await listener.start()     # a port in use: the gateway does not start (_close)
 

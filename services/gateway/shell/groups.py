@@ -14,7 +14,7 @@ The forwarded request carries the client's client_id (the coordinator names memb
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
@@ -33,7 +33,28 @@ from services.gateway.core.group_routing import (
 )
 
 if TYPE_CHECKING:
-    from services.gateway.shell.gateway import Gateway
+    import logging
+
+    from services.gateway.config import GatewayConfig
+    from services.gateway.core.metadata_cache import MetadataCache
+    from services.gateway.shell.guard import Guard
+
+
+class GatewayParts(Protocol):
+    """What a GroupRouter uses of its gateway (services.gateway.shell.gateway.Gateway): named
+    here, so this module does not import the gateway's (which imports this one)."""
+
+    config: "GatewayConfig"
+    cache: "MetadataCache"
+    guard: "Guard"
+    log: "logging.LoggerAdapter"
+    _loop: asyncio.AbstractEventLoop
+    _zk: Any
+    _pool: rpc.ChannelPool
+
+    def _timeout(self, req: Any) -> int: ...
+
+    async def _wait_refresh(self, timeout_ms: int) -> None: ...
 
 ApiKey = header_pb2.ApiKey
 E = errors.ErrorCode
@@ -71,7 +92,7 @@ def _error_body(api: int, body, code: int, message: str):
 
 
 class GroupRouter:
-    def __init__(self, gateway: "Gateway"):
+    def __init__(self, gateway: GatewayParts):
         self.gw = gateway
         self._owners: dict[str, dict[int, str]] = {role: {} for role in ROOTS}
         self._coordinators: dict[int, str] = {}

@@ -296,7 +296,8 @@ class StorageNode(LogDirHealth, FetchServing, Following, ControllerLink):
             and self.broker_epoch < 0 else False
         return znodes.encode_broker(znodes.BrokerInfo(
             broker_id=cfg.broker_id, host=cfg.host_name, port=cfg.port,
-            endpoints=(cfg.endpoint,), timestamp_ms=int(time.time() * 1000),
+            endpoints=(cfg.endpoint,), rack=cfg.broker_rack or None,
+            timestamp_ms=int(time.time() * 1000),
             offline_partitions=self.offline_partitions(), unclean_shutdown=unclean))
 
     def offline_partitions(self) -> tuple[tuple[str, int], ...]:

@@ -5,6 +5,7 @@ from collections import Counter
 import pytest
 
 from services.controller.core import topic_config
+from riverbed.replica_assignment import rack_alternated, rack_aware
 from services.controller.core.assignment import assign_replicas, topic_name_problem
 
 
@@ -35,6 +36,47 @@ def test_assignment_formula_with_random_start_and_even_leaders(seed):
 def test_assignment_continues_for_new_partitions():
     a = assign_replicas([1, 2, 3], 2, 2, random.Random(1), first_partition=3, start_index=0)
     assert a == {3: (1, 2), 4: (2, 3)}
+
+
+# --- rack-aware (broker.rack): a host running several storage nodes is one rack -----------------
+
+HOSTS = {1: "h2", 5: "h2", 2: "h3", 3: "h4", 4: "h5"}     # the test bed: h2 runs nodes 1 and 5
+
+
+def test_rack_alternated_takes_one_node_per_rack_in_turn():
+    assert rack_alternated([1, 2, 3, 4, 5], HOSTS) == [1, 2, 3, 4, 5]
+    assert rack_alternated([1, 2, 3, 4], {1: "a", 2: "a", 3: "b", 4: "b"}) == [1, 3, 2, 4]
+    assert rack_alternated([3, 1, 2], None) == [1, 2, 3]
+    # Kafka assigns rack-aware only when every node has a rack and there are two racks or more
+    assert not rack_aware([1, 2, 3], {1: "a", 2: "b"}) and rack_alternated([1, 2, 3], {1: "a", 2: "b"}) == [1, 2, 3]
+    assert not rack_aware([1, 2], {1: "a", 2: "a"})
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_rack_aware_assignment_never_puts_two_replicas_in_one_rack(seed):
+    a = assign_replicas(list(HOSTS), 40, 3, random.Random(seed), racks=HOSTS)
+    for replicas in a.values():
+        assert len(set(replicas)) == 3
+        assert len({HOSTS[r] for r in replicas}) == 3, replicas
+    leaders = Counter(r[0] for r in a.values())
+    assert set(leaders) == set(HOSTS) and max(leaders.values()) - min(leaders.values()) <= 1
+
+
+def test_rack_aware_assignment_reuses_racks_only_when_every_rack_holds_one():
+    racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+    a = assign_replicas([1, 2, 3, 4], 8, 3, random.Random(0), racks=racks)
+    for replicas in a.values():
+        assert {racks[r] for r in replicas} == {"a", "b"} and len(set(replicas)) == 3
+    # and it continues a topic along the same order
+    more = assign_replicas([1, 2, 3, 4], 2, 2, random.Random(0), racks=racks, first_partition=8,
+                           start_index=0)
+    assert all({racks[r] for r in reps} == {"a", "b"} for reps in more.values())
+
+
+def test_without_racks_the_assignment_is_the_seed_formula_unchanged():
+    for racks in (None, {}, {1: "a", 2: "b"}):     # node 3 without one: plain order
+        assert assign_replicas([1, 2, 3], 4, 2, random.Random(0), start_index=1, racks=racks) == \
+            {0: (2, 3), 1: (3, 1), 2: (1, 2), 3: (2, 3)}
 
 
 @pytest.mark.parametrize("name,ok", [

@@ -420,3 +420,17 @@ def test_requests_to_a_node_carry_its_broker_epoch_and_a_new_registration_gets_i
     # a registration whose epoch is unknown (-1): not stamped, the node does not check
     core.handle(BrokersChanged(again[:2] + (broker(3),)), 30)
     assert lai_by_node(create(core, "v", partitions=1, rf=3))[3].broker_epoch == 0
+
+
+def test_create_topic_spreads_replicas_over_racks():
+    racks = {1: "h2", 5: "h2", 2: "h3", 3: "h4"}
+    core = ControllerCore(ControllerConfig(controller_id=100, broker_session_timeout_ms=0),
+                          random.Random(0))
+    core.handle(ElectedAsController(5, "cid", tuple(
+        BrokerInfo(i, "127.0.0.1", 9100 + i, f"tcp://127.0.0.1:{9100 + i}", racks[i])
+        for i in sorted(racks)), ()), 0)
+    out = create(core, "t", partitions=12, rf=3)
+    assert reply(out).body.topics[0].error_code == 0
+    (write,) = [e for e in of(out, WriteTopicAssignment) if e.topic == "t"]
+    for replicas in write.assignment.values():
+        assert len({racks[r] for r in replicas}) == 3, write.assignment

@@ -34,6 +34,17 @@ def test_propose_spreads_replicas_over_the_broker_list_keeping_the_replica_count
         propose(current, [1], random.Random(0))
 
 
+def test_propose_keeps_two_replicas_of_a_partition_off_one_rack():
+    racks = {1: "h2", 5: "h2", 2: "h3", 3: "h4", 4: "h5"}
+    current = {("a", p): (1, 2, 3) for p in range(10)}
+    proposed = propose(current, [1, 2, 3, 4, 5], random.Random(3), racks)
+    for replicas in proposed.values():
+        assert len({racks[r] for r in replicas}) == 3, replicas
+    # the same list without racks: the plain formula, which does put 1 and 5 together somewhere
+    plain = propose(current, [1, 2, 3, 4, 5], random.Random(3))
+    assert any({1, 5} <= set(r) for r in plain.values())
+
+
 def test_cli_registers_the_commands():
     args = build_parser().parse_args(["partitions", "reassign", "--verify",
                                       "--reassignment-json-file", "f.json"])

@@ -66,7 +66,9 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
     fleet = Fleet(tmp_path, free_base_port(), storage_nodes=4, controllers=2).configs()
     # the same keys `fleet up` writes (CURVE in both by default), security ones included
     for name, s in by_name.items():
-        assert set(s["properties"]) == set(fleet[name]), name
+        # plus broker.rack on a host (its name: a failure domain; one machine has none)
+        extra = {"broker.rack"} if s["role"] == "storage_node" else set()
+        assert set(s["properties"]) == set(fleet[name]) | extra, name
         p = s["properties"]
         assert p["security.protocol"] == "CURVE" and p["zookeeper.set.acl"] == "true"
         # the host's key directory, in the local fleet's layout
@@ -84,6 +86,7 @@ def test_properties_are_the_local_fleets_keys_with_the_hosts_values(tmp_path):
     assert p["zookeeper.connect"] == "10.0.0.11:2181,10.0.0.12:2181,10.0.0.13:2181/riverbed"
     assert p["log.dirs"] == "/srv/riverbed/data1/logs,/srv/riverbed/data2/logs"   # one per disk
     assert p["port"] == "9192" and p["metrics.port"] == "9392"
+    assert p["broker.rack"] == "rb2"
     assert st["argv"] == ["/opt/riverbed/venv/bin/python", "-m", "services.storage_node",
                           "--config", "/etc/riverbed/storage-1.properties"]
     ctrl = by_name["controller-2"]["properties"]
@@ -231,6 +234,15 @@ def test_overrides_by_role_then_by_process():
     assert s["storage-2"]["log.segment.bytes"] == "2048"
 
 
+def test_config_omit_leaves_keys_out_by_role_or_process():
+    groups, hostvars, settings = _example()
+    settings["config_omit"] = {"gateway": ["listeners"], "storage-2": ["metrics.port"]}
+    by_name = {s["name"]: s for s in rf.all_services(groups["all"], hostvars, groups, settings)}
+    assert "listeners" not in by_name["gateway-1"]["properties"]
+    assert "metrics.port" not in by_name["storage-2"]["properties"]
+    assert "metrics.port" in by_name["storage-1"]["properties"]
+
+
 def test_a_storage_node_without_an_id_is_an_inventory_error():
     groups, hostvars, settings = _example()
     del hostvars["rb3"]["riverbed_node_id"]
@@ -267,6 +279,86 @@ def test_decommission_plan_moves_only_the_leaving_nodes_replicas():
 def test_decommission_refuses_below_the_replication_factor():
     with pytest.raises(rf.RiverbedInventoryError, match="refusing to decommission storage node 4: a-1 has replication factor 3"):
         rf.decommission_plan(CURRENT, 4, [2, 3])
+
+
+def test_decommission_plan_moves_every_instance_of_a_host_off_it():
+    plan = rf.decommission_plan(CURRENT, [4, 1], [1, 2, 3, 4, 5, 6])
+    moved = {(p["topic"], p["partition"]): p["replicas"] for p in plan["partitions"]}
+    assert all(not {1, 4} & set(r) and len(r) == len(set(r)) for r in moved.values()), moved
+    held = {(x["topic"], x["partition"]) for x in CURRENT["partitions"] if {1, 4} & set(x["replicas"])}
+    assert set(moved) == held
+    with pytest.raises(rf.RiverbedInventoryError, match="refusing to decommission storage nodes 1,4"):
+        rf.decommission_plan(CURRENT, [4, 1], [1, 2, 3, 4])
+
+
+def test_decommission_plan_keeps_a_partitions_replicas_on_distinct_racks():
+    racks = {1: "h2", 5: "h2", 2: "h3", 3: "h4", 4: "h5", 6: "h6"}
+    current = {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [4, 1, 2]},
+                                            {"topic": "t", "partition": 1, "replicas": [4, 3, 6]}]}
+    plan = rf.decommission_plan(current, 4, [1, 2, 3, 5, 6], racks)
+    moved = {p["partition"]: p["replicas"] for p in plan["partitions"]}
+    assert 5 not in moved[0] and len({racks[r] for r in moved[0]}) == 3     # not h2 again
+    # without racks the least loaded node (5 holds nothing) would have been taken
+    assert rf.decommission_plan(current, 4, [1, 2, 3, 5, 6])["partitions"][0]["replicas"][0] == 5
+
+
+# --- several storage-node processes on one host (riverbed_storage_instances) ----------------------
+
+def _two_instances(hostvars):
+    hostvars["rb2"]["riverbed_storage_instances"] = [
+        {"node_id": 1, "data_disks": ["/srv/riverbed/data1"]},
+        {"node_id": 5, "data_disks": ["/srv/riverbed/data2/"]}]
+    del hostvars["rb2"]["riverbed_node_id"]
+
+
+def test_a_host_runs_one_storage_node_per_listed_instance_with_its_own_id_ports_and_disks():
+    groups, hostvars, settings = _example()
+    _two_instances(hostvars)
+    mine = {s["name"]: s for s in rf.host_services("rb2", hostvars, groups, settings)}
+    assert list(mine) == ["controller-2", "storage-1", "storage-5"]      # start order kept
+    one, five = mine["storage-1"]["properties"], mine["storage-5"]["properties"]
+    assert (one["broker.id"], one["port"], one["metrics.port"]) == ("1", "9192", "9392")
+    assert (five["broker.id"], five["port"], five["metrics.port"]) == ("5", "9193", "9393")
+    assert one["log.dirs"] == "/srv/riverbed/data1/logs" and five["log.dirs"] == "/srv/riverbed/data2/logs"
+    assert one["broker.rack"] == five["broker.rack"] == "rb2"     # one failure domain
+    hostvars["rb2"]["riverbed_rack"] = "row-7"
+    assert {s["properties"]["broker.rack"] for s in rf.host_services("rb2", hostvars, groups, settings)
+            if s["role"] == "storage_node"} == {"row-7"}
+    assert mine["storage-5"]["workdir"] == "/var/lib/riverbed/storage-5"
+    assert mine["storage-5"]["endpoints"] == ["tcp://10.0.0.12:9193"]
+    assert mine["storage-5"]["argv"][-1] == "/etc/riverbed/storage-5.properties"
+    assert rf.storage_node_ids(groups["storage_node"], hostvars) == [1, 5, 2, 3, 4]
+    plan = rf.key_plan(groups["all"], hostvars, groups, settings)
+    assert plan["storage-5"] == ["tcp://10.0.0.12:9193"]
+    # the controllers count storage processes, not hosts
+    ctrl = {s["name"]: s for s in rf.host_services("rb1", hostvars, groups, settings)}["controller-1"]
+    assert ctrl["properties"]["default.replication.factor"] == "3"
+    scrape = rf.scrape_config_text(groups["all"], hostvars, groups, settings)
+    assert '"10.0.0.12:9393"' in scrape and '"10.0.0.12:9392"' in scrape
+
+
+def test_storage_instances_may_set_a_port_and_default_to_their_work_dirs_logs():
+    groups, hostvars, settings = _example()
+    hostvars["rb2"]["riverbed_storage_instances"] = [{"node_id": 7, "port": 9300}, {"node_id": 8}]
+    mine = {s["name"]: s for s in rf.host_services("rb2", hostvars, groups, settings)}
+    assert mine["storage-7"]["properties"]["port"] == "9300"
+    assert mine["storage-8"]["properties"]["port"] == "9193"
+    assert mine["storage-8"]["properties"]["log.dirs"] == "/var/lib/riverbed/storage-8/logs"
+
+
+@pytest.mark.parametrize("instances, match", [
+    ([{"node_id": 1}, {"data_disks": ["/srv/riverbed/data2"]}], r"riverbed_storage_instances\[1\] has no node_id"),
+    ([{"node_id": 1, "data_disks": ["/srv/riverbed/data1"]}, {"node_id": 5, "data_disks": ["/srv/riverbed/data1"]}],
+     "data disk /srv/riverbed/data1 is named by storage instances 1 and 5"),
+    ([{"node_id": 1, "data_disks": ["/srv/other"]}], "names data disk /srv/other, which is not one of"),
+    ([{"node_id": 1}, {"node_id": 1}], "two storage instances share a node_id"),
+    ([{"node_id": 1, "port": 9300}, {"node_id": 2, "port": 9300}], "two storage instances share a port"),
+])
+def test_bad_storage_instances_are_inventory_errors(instances, match):
+    groups, hostvars, settings = _example()
+    hostvars["rb2"]["riverbed_storage_instances"] = instances
+    with pytest.raises(rf.RiverbedInventoryError, match=match):
+        rf.host_services("rb2", hostvars, groups, settings)
 
 
 def test_reassign_output_parsing():

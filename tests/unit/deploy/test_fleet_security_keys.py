@@ -131,3 +131,18 @@ def test_the_fleet_and_the_roles_grant_the_same():
     assert {ResourceType(t) for t, _ in fs.CLIENT_GRANTS} == set(ResourceType)
     assert dict(fs.CLIENT_GRANTS)["Cluster"] == CLUSTER_NAME
     assert {n for t, n in fs.CLIENT_GRANTS if t != "Cluster"} == {WILDCARD}
+
+
+def test_the_ansible_key_directory_keeps_every_scram_users_conf_under_kafka_clients(tmp_path):
+    # tasks/kafka_users.yml runs `deploy.fleet_security kafka-client --root <keys>` and the
+    # operator finds <keys>/kafka-clients/<user>.conf, the fleet's own kafka-client too
+    keys = tmp_path / "keys"
+    assert fs.main(["kafka-client", "--root", str(keys), "--user", "kafka-client",
+                    "--bootstrap", "10.0.0.1:9093"]) == 0
+    conf = keys / "kafka-clients" / "kafka-client.conf"
+    assert oct(conf.stat().st_mode & 0o777) == "0o600"
+    assert "bootstrap.servers=10.0.0.1:9093" in conf.read_text().splitlines()
+    assert not (keys / "kafka-client.conf").exists()
+    # a local fleet keeps its one user's at security/kafka-client.conf
+    local = fs.FleetSecurity(tmp_path / "fleet")
+    assert local.kafka_client_conf_of("kafka-client") == tmp_path / "fleet/security/kafka-client.conf"

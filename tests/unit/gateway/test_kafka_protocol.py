@@ -365,6 +365,35 @@ def test_placement_is_even_stable_and_the_same_everywhere():
     assert bk.coordinator(13, [1, 2, 3]) == 2 and bk.controller([4, 2, 9]) == 2
 
 
+def test_list_groups_at_each_broker_answers_the_groups_it_coordinates():
+    """Kafka's ListGroups lists the groups the broker coordinates, and clients (kafka-python's
+    list_groups, librdkafka's list_consumer_groups) ask every broker and add up the answers:
+    each group is listed by the one gateway FindCoordinator names for it."""
+    from riverbed.coordinator.offsets_topic import partition_for
+    listed = group_pb2.ListGroupsResponse()
+    names = [f"group-{i}" for i in range(40)]
+    for g in names:
+        listed.groups.add(group_id=g, protocol_type="consumer", group_state="Empty")
+    lg = load_request_schema(kp.LIST_GROUPS, 4)
+    req = kp.decode_request(encode_request(lg(states_filter=())))
+
+    def at(gateway_id: int, offsets_partitions: int) -> list[str]:
+        view = dataclasses.replace(VIEW, gateway_id=gateway_id,
+                                   offsets_partitions=offsets_partitions)
+        response, calls = run(tr.plan(req, view), lambda call: tr.Outcome(body=listed))
+        assert [c.api for c in calls] == [tr.R.LIST_GROUPS]
+        return [g.group_id for g in response.groups]
+
+    by_gateway = {gw: at(gw, 50) for gw in VIEW.broker_ids}
+    assert sorted(sum(by_gateway.values(), [])) == sorted(names)            # each once
+    assert all(len(gs) >= 5 for gs in by_gateway.values())                  # spread
+    for gw, gs in by_gateway.items():    # the coordinator FindCoordinator names (shard % n)
+        assert all(bk.coordinator(partition_for(g, 50), VIEW.broker_ids) == gw for g in gs)
+    # __consumer_offsets not in this gateway's metadata yet: the controller broker lists them
+    assert at(1, 0) == names and at(2, 0) == at(3, 0) == []
+    assert bk.lists_group(None, [4, 2, 9], 2) and not bk.lists_group(None, [4, 2, 9], 4)
+
+
 def test_subscriptions_and_assignments_survive_the_consumer_protocol():
     sub = group_pb2.ConsumerSubscription(topics=["a", "b"], user_data=b"u")
     sub.owned_partitions.add(topic="a", partitions=[0, 2])

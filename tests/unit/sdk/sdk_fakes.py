@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 
 from riverbed import errors
@@ -93,3 +94,15 @@ class FakeChannel:
 
     def close(self):
         self.closed = True
+
+
+def pollable_fake_channels(monkeypatch) -> None:
+    """Give FakeChannel a `socket` a producer's sender thread can poll: an inproc PAIR socket
+    that never fires (the sender registers its channel's DEALER with a zmq.Poller)."""
+    import zmq
+    pair = zmq.Context.instance().socket(zmq.PAIR)
+    pair.bind("inproc://fake-dealer-%d" % next(_FAKE_DEALERS))
+    monkeypatch.setattr(FakeChannel, "socket", pair, raising=False)
+
+
+_FAKE_DEALERS = itertools.count()

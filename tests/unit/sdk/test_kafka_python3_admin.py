@@ -15,7 +15,7 @@ from riverbed._proto.v1 import controller_pb2, group_pb2, header_pb2, list_offse
     metadata_pb2, offset_pb2
 from riverbed.admin import (AlterConfigOp, ConfigResource, ConfigResourceType, MemberToRemove,
                             NewPartitions, NewTopic, OffsetSpec, OffsetTimestamp)
-from riverbed.kafka_python_admin import ProtocolStruct
+from riverbed.admin.kafka_python import ProtocolStruct
 from riverbed.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 ApiKey = header_pb2.ApiKey
@@ -307,10 +307,11 @@ def test_groups_and_offsets_as_kafka_python3(cluster):
 
 
 def test_calls_the_sdk_does_not_serve_yet_raise_incompatible_broker_version(cluster):
+    # (delete_records, delete_groups and the ACL calls: test_admin_records_groups_acls.py)
     with cluster.client() as admin:
-        for call in (lambda: admin.delete_records({TopicPartition("t", 0): 1}),
-                     lambda: admin.delete_groups(["g"]), lambda: admin.describe_acls(None),
+        for call in (lambda: admin.list_transactions(), lambda: admin.describe_features(),
                      lambda: admin.describe_metadata_quorum(),
-                     lambda: admin.delete_consumer_groups(["g"])):
+                     lambda: admin.describe_user_scram_credentials(),
+                     lambda: admin.list_config_resources()):
             with pytest.raises(errors.IncompatibleBrokerVersion, match="does not serve"):
                 call()

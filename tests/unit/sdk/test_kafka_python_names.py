@@ -15,7 +15,7 @@ from riverbed._proto.v1 import metadata_pb2
 from riverbed.structs import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 from riverbed.wire.apis import ApiKey
 
-from sdk_fakes import FakeGateway
+from sdk_fakes import FakeGateway, pollable_fake_channels
 
 
 # kafka-python 3.0's top-level names Riverbed does not have (yet), and why
@@ -171,7 +171,9 @@ def _describe_cluster(body, payloads):
 
 
 @pytest.mark.parametrize("name,args", KAFKA_PYTHON_CLIENTS, ids=[c[0] for c in KAFKA_PYTHON_CLIENTS])
-def test_constructor_raises_no_brokers_available_when_no_bootstrap_address_answers(name, args):
+def test_constructor_raises_no_brokers_available_when_no_bootstrap_address_answers(name, args,
+                                                                                monkeypatch):
+    pollable_fake_channels(monkeypatch)     # KafkaProducer's sender thread polls its channel
     gw = FakeGateway({})            # nothing answers: every request times out
     with pytest.raises(errors.KafkaTimeoutError) as info:
         getattr(riverbed, name)(*args, bootstrap_servers="tcp://a:1,tcp://b:2",
@@ -186,7 +188,8 @@ def test_constructor_raises_no_brokers_available_when_no_bootstrap_address_answe
 
 
 @pytest.mark.parametrize("name", ["KafkaProducer", "KafkaConsumer", "KafkaAdminClient"])
-def test_constructor_returns_once_a_bootstrap_address_answers(name):
+def test_constructor_returns_once_a_bootstrap_address_answers(name, monkeypatch):
+    pollable_fake_channels(monkeypatch)
     gw = FakeGateway({ApiKey.DESCRIBE_CLUSTER: _describe_cluster})
     client = getattr(riverbed, name)(bootstrap_servers="tcp://a:1", _channel_factory=gw.factory)
     try:        # (KafkaProducer's sender asks for a producer id meanwhile: idempotence is on)
@@ -216,14 +219,17 @@ def test_the_second_address_may_answer_and_an_error_answer_counts():
 
 
 @pytest.mark.parametrize("name,args", KAFKA_PYTHON_CLIENTS, ids=[c[0] for c in KAFKA_PYTHON_CLIENTS])
-def test_api_version_is_taken_and_the_check_still_runs_as_in_kafka_python3(name, args):
+def test_api_version_is_taken_and_the_check_still_runs_as_in_kafka_python3(name, args,
+                                                                         monkeypatch):
+    pollable_fake_channels(monkeypatch)
     gw = FakeGateway({})
     with pytest.raises(errors.KafkaTimeoutError):
         getattr(riverbed, name)(*args, bootstrap_servers="tcp://a:1", api_version=(2, 0),
                                 _channel_factory=gw.factory)
 
 
-def test_the_plain_clients_stay_lazy():
+def test_the_plain_clients_stay_lazy(monkeypatch):
+    pollable_fake_channels(monkeypatch)
     gw = FakeGateway({})
     riverbed.Admin(bootstrap_servers="tcp://a:1", _channel_factory=gw.factory).close()
     producer = riverbed.Producer(bootstrap_servers="tcp://a:1", _channel_factory=gw.factory)
