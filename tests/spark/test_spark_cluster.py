@@ -125,9 +125,11 @@ def test_clickstream_to_a_topic_exactly_once_through_killed_executors_and_driver
     for t, n in ((src, 4), (agg, 3), (dlq, 2)):
         wait_for_leaders(bootstrap, t, n)
     truth_path = tmp_path / "truth.json"
-    gen = generate_clicks(bootstrap_option, src, truth_path, "--events", "16000", "--rate", "500",
-                          "--step-ms", "20", "--close-windows-ms", "300000", "--seed", "13",
-                          wait=False)
+    # written before the job starts: the backlog makes a dozen batches of
+    # --max-offsets-per-trigger, and the job's Python workers start on a quieter machine (the
+    # driver's source runner must connect back within Spark's fixed 10 s)
+    gen = generate_clicks(bootstrap_option, src, truth_path, "--events", "16000",
+                          "--step-ms", "20", "--close-windows-ms", "300000", "--seed", "13")
     chk = tmp_path / "chk"
     unpack(packed_env, tmp_path)
     job_args = ["--bootstrap-servers", bootstrap_option, "--topic", src,
