@@ -55,6 +55,9 @@ WORKER = str(pathlib.Path(__file__).resolve().parents[1] / "integration" / "txn_
 SESSION_MS = "4000"
 ROUNDS = 3                  # kills per test
 
+# bounds for a loaded machine (each wait inside is bounded too), not speed checks
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.fixture(scope="module")
 def txn_fleet(tmp_path_factory):
