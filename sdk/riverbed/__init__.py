@@ -34,12 +34,13 @@ from riverbed.structs import (  # noqa: E402
     TopicPartition,
     TopicPartitionReplica,
 )
-from riverbed.transactions import ConsumerGroupMetadata  # noqa: E402
+from riverbed.transactions import ConsumerGroupMetadata, PreparedTxnState  # noqa: E402
 
 __all__ = ["Admin", "AdminClient", "ConfigResource", "ConfigResourceType", "Consumer",
            "ConsumerGroupMetadata",
            "ConsumerRebalanceListener", "ConsumerRecord", "DefaultSerializer", "Deserializer",
            "IsolationLevel", "JsonSerializer", "KafkaAdminClient", "KafkaConsumer",
            "KafkaProducer", "NewPartitions", "NewTopic", "OffsetAndMetadata",
-           "OffsetAndTimestamp", "OffsetSpec", "Producer", "RecordMetadata", "Serializer",
+           "OffsetAndTimestamp", "OffsetSpec", "PreparedTxnState", "Producer", "RecordMetadata",
+           "Serializer",
            "TopicPartition", "TopicPartitionReplica", "__version__"]

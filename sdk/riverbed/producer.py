@@ -31,6 +31,8 @@
   (`errors.ProducerFencedError`: a newer instance took the id; authorization) ends the
   producer (close it), an abortable one (`txn_requires_abort` is set on it) only the
   transaction (call abort_transaction() and go on). riverbed.transactions has the rules.
+  `prepare_transaction()` (KIP-939's two-phase commit) flushes a transaction and leaves it open
+  for another process to end (`Admin.complete_transaction`).
 - A producer belongs to the process that created it: after `os.fork()` the child's copy raises
   `errors.ForkedClientError` from send()/send_many()/flush()/partitions_for() and from waiting on
   futures of the parent's records; its close() is a no-op (riverbed.process_owner).
@@ -63,7 +65,8 @@ from riverbed.serializer import serializer_of
 from riverbed.records import Compression
 from riverbed.sender import Sender
 from riverbed.structs import OffsetAndMetadata, TopicPartition
-from riverbed.transactions import ConsumerGroupMetadata, TransactionManager, TxnRequest, TxnState
+from riverbed.transactions import (ConsumerGroupMetadata, PreparedTxnState, TransactionManager,
+                                   TxnRequest, TxnState)
 from riverbed.wire.client import secure_channel_factory
 
 __all__ = ["Producer", "KafkaProducer", "RecordAccumulator", "ProducerBatch", "ReadyCheck",
@@ -679,6 +682,31 @@ class Producer:
             self._await_txn(req, timeout, "commit_transaction")
         finally:
             acc.end_flush()
+
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTxnState:
+        """Two-phase commit (KIP-939): send every record of the transaction and wait for each
+        (a record that failed raises its abortable error, as commit_transaction() would), then
+        leave the transaction open and prepared, and return its PreparedTxnState (transactional
+        id, producer id, epoch: plain data that pickles). Any process may then commit or abort
+        it with `Admin.complete_transaction(state, commit=...)`; this producer may still
+        commit_transaction() or abort_transaction() it, and nothing more may be sent in it.
+        Closing the producer leaves it open until someone ends it, a newer instance of the
+        transactional id aborts it (init_transactions), or transaction_timeout_ms passes and
+        the coordinator aborts it. After a KafkaTimeoutError, call again to keep waiting."""
+        txn = self._transactions()
+        with self._txn_cond:
+            txn.check_prepare()
+        acc = self._accumulator
+        acc.begin_flush()
+        try:
+            self._sender.wakeup()
+            self._wait_batches(acc.incomplete(), timeout, "prepare_transaction")
+        finally:
+            acc.end_flush()
+        with self._txn_cond:
+            if txn.state is TxnState.ABORTABLE_ERROR:
+                raise txn.last_error   # type: ignore[misc]
+            return txn.prepared()
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Abort the transaction: records not sent yet are dropped (their futures fail with

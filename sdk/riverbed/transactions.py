@@ -11,6 +11,7 @@ States (Kafka's) and who moves them:
     READY --begin_transaction--> IN_TRANSACTION
     IN_TRANSACTION --commit_transaction--> COMMITTING_TRANSACTION --EndTxn answered--> READY
     IN_TRANSACTION | ABORTABLE_ERROR --abort_transaction--> ABORTING_TRANSACTION --> READY
+    IN_TRANSACTION --prepare_transaction--> PREPARED_TRANSACTION --commit/abort--> as above
     IN_TRANSACTION | COMMITTING --an abortable error--> ABORTABLE_ERROR
     any --a fatal error--> FATAL_ERROR (the producer can only be closed)
 
@@ -28,6 +29,12 @@ Errors, as Kafka classifies them (`classify`):
 - retriable (retried by the sender after retry_backoff_ms, invisible to the application):
   COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
   CONCURRENT_TRANSACTIONS, UNKNOWN_TOPIC_OR_PARTITION (metadata lag), REQUEST_TIMED_OUT...
+
+Two-phase commit (KIP-939's prepareTransaction): `prepare_transaction()` sends every record
+and offset of the transaction and returns a `PreparedTxnState` (transactional id, producer id,
+epoch); the transaction stays open, and any process may then end it with EndTxn at that producer
+id and epoch (`riverbed.Admin.complete_transaction`). That is how Spark's exactly-once sink
+commits its tasks' transactions from the driver (riverbed.spark).
 
 Every exception raised from the transactional API carries `fatal`, `txn_requires_abort` and
 `retriable` attributes (confluent-kafka's KafkaError methods, as attributes).
@@ -49,7 +56,7 @@ from riverbed._proto.v1 import header_pb2, producer_id_pb2, transaction_pb2 as t
 from riverbed.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = ["TxnState", "TransactionManager", "TxnRequest", "classify", "FATAL", "ABORTABLE",
-           "RETRIABLE", "ConsumerGroupMetadata"]
+           "RETRIABLE", "ConsumerGroupMetadata", "PreparedTxnState"]
 
 log = logging.getLogger(__name__)
 ApiKey = header_pb2.ApiKey
@@ -124,6 +131,7 @@ class TxnState(enum.Enum):
     ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
     FATAL_ERROR = "FATAL_ERROR"
+    PREPARED_TRANSACTION = "PREPARED_TRANSACTION"
 
 
 S = TxnState
@@ -131,8 +139,9 @@ _VALID = {   # to-state -> the states it may be reached from (Kafka's isTransiti
     S.INITIALIZING: {S.UNINITIALIZED, S.ABORTING_TRANSACTION, S.READY},
     S.READY: {S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION},
     S.IN_TRANSACTION: {S.READY},
-    S.COMMITTING_TRANSACTION: {S.IN_TRANSACTION},
-    S.ABORTING_TRANSACTION: {S.IN_TRANSACTION, S.ABORTABLE_ERROR},
+    S.COMMITTING_TRANSACTION: {S.IN_TRANSACTION, S.PREPARED_TRANSACTION},
+    S.ABORTING_TRANSACTION: {S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.PREPARED_TRANSACTION},
+    S.PREPARED_TRANSACTION: {S.IN_TRANSACTION},
     S.ABORTABLE_ERROR: {S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR,
                         S.ABORTING_TRANSACTION},
     S.FATAL_ERROR: set(S),
@@ -148,6 +157,15 @@ class ConsumerGroupMetadata:
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PreparedTxnState:
+    """A transaction its producer prepared and left open (KIP-939's PreparedTxnState): what
+    EndTxn needs to commit or abort it from another process. Plain data: it pickles."""
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
 
 
 @dataclass(eq=False)
@@ -259,6 +277,9 @@ class TransactionManager:
         if self.state is S.UNINITIALIZED:
             raise errors.IllegalStateError("send() before init_transactions() on a "
                                            "transactional producer")
+        if self.state is S.PREPARED_TRANSACTION:
+            raise errors.IllegalStateError("send() after prepare_transaction(): the transaction "
+                                           "is prepared; commit or abort it")
         raise errors.IllegalStateError(f"send() in state {self.state.value}: "
                                        "begin_transaction() first")
 
@@ -289,6 +310,34 @@ class TransactionManager:
         first.final = commit
         return commit
 
+    def check_prepare(self) -> None:
+        """prepare_transaction() may begin: a transaction is open and healthy."""
+        self.check_not_failed()
+        if self.state is S.ABORTABLE_ERROR:
+            raise _marked(errors.IllegalStateError(
+                f"cannot prepare: the transaction must be aborted ({self.last_error!r})"),
+                ABORTABLE) from self.last_error
+        if self.state not in (S.IN_TRANSACTION, S.PREPARED_TRANSACTION):
+            raise errors.IllegalStateError(f"prepare_transaction() in state {self.state.value}")
+
+    def prepared(self) -> PreparedTxnState:
+        """After every batch and offset commit of the transaction completed (the producer
+        flushed): the transaction is PREPARED; nothing more may be added to it. Again once
+        prepared: the same state."""
+        self.check_prepare()
+        idem = self.idem
+        state = PreparedTxnState(self.transactional_id, idem.producer_id, idem.producer_epoch)
+        if self.state is S.PREPARED_TRANSACTION:
+            return state
+        if self.adding or self.new_partitions - self.partitions:
+            raise errors.IllegalStateError("prepare_transaction(): partitions still being added")
+        if not self.transaction_started:
+            raise errors.IllegalStateError(
+                "prepare_transaction(): nothing was sent in this transaction, so there is "
+                "nothing for another process to commit (commit or abort it here)")
+        self._transition(S.PREPARED_TRANSACTION)
+        return state
+
     def begin_commit(self) -> TxnRequest | None:
         """After every batch of the transaction completed (the producer flushed)."""
         self.check_not_failed()
@@ -296,7 +345,7 @@ class TransactionManager:
             raise _marked(errors.IllegalStateError(
                 f"cannot commit: the transaction must be aborted ({self.last_error!r})"),
                 ABORTABLE) from self.last_error
-        if self.state is not S.IN_TRANSACTION:
+        if self.state not in (S.IN_TRANSACTION, S.PREPARED_TRANSACTION):
             raise errors.IllegalStateError(f"commit_transaction() in state {self.state.value}")
         self._transition(S.COMMITTING_TRANSACTION)
         return self._end(True)
@@ -304,7 +353,7 @@ class TransactionManager:
     def begin_abort(self) -> TxnRequest | None:
         """After the queued batches were dropped and those in flight completed."""
         self.check_not_failed()
-        if self.state not in (S.IN_TRANSACTION, S.ABORTABLE_ERROR):
+        if self.state not in (S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.PREPARED_TRANSACTION):
             raise errors.IllegalStateError(f"abort_transaction() in state {self.state.value}")
         self._transition(S.ABORTING_TRANSACTION)
         self.abort_undrained = True

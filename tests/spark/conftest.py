@@ -1,9 +1,10 @@
 """Fixtures for the Spark tests (`make test-spark`): one fleet and one local SparkSession for
 the whole run (a SparkSession costs seconds and a JVM; two cores are shared).
 
-- `fleet`: ZooKeeper, a controller, three storage nodes and a gateway (no group roles: the
-  source and sink use none), on free ports of 127.0.0.1, retention checked every 500 ms;
-  stopped by PID at the end.
+- `fleet`: ZooKeeper, a controller, three storage nodes, an offset manager, a transaction
+  coordinator and a gateway (no group coordinator: the source and sink join no group; the sink's
+  exactly-once mode commits transactions and its batch markers' offsets), on free ports of
+  127.0.0.1, retention checked every 500 ms; stopped by PID at the end.
 - `bootstrap`: the gateway, as a list for the SDK; `bootstrap_option`: as the
   `bootstrap.servers` option.
 - `spark`: local[2] with the `riverbed` format registered; stopped (and its JVM ended) at the
@@ -32,8 +33,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory):
     f = Fleet(tmp_path_factory.mktemp("spark-fleet"), free_base_port(), storage_nodes=3,
-              controllers=1, gateways=1, counts={"group_coordinator": 0, "offset_manager": 0,
-                                                 "transaction_coordinator": 0},
+              controllers=1, gateways=1, counts={"group_coordinator": 0, "offset_manager": 1,
+                                                 "transaction_coordinator": 1},
               # retention runs often: a test has old segments deleted
               config_overrides={"storage_node": {"log.retention.check.interval.ms": "500"}})
     with f:

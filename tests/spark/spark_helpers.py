@@ -183,6 +183,11 @@ def wait_exit(proc: subprocess.Popen, timeout_s: float, log_path: pathlib.Path) 
         raise AssertionError(f"{proc.args[0]} did not finish in {timeout_s} s:\n{tail}") from None
 
 
+def batch_files(folder) -> list[int]:
+    """The batch ids a checkpoint's offsets/ or commits/ log holds."""
+    return sorted(int(p.name) for p in folder.glob("[0-9]*")) if folder.exists() else []
+
+
 def generate_clicks(bootstrap_option: str, topic: str, truth: pathlib.Path, *extra: str,
                     wait: bool = True) -> subprocess.Popen:
     """loadgen.clickstream as a process (a synthetic clock from 2026-11-25T00:00:00Z)."""
@@ -283,6 +288,23 @@ class StandaloneCluster:
         wait_for(all_alive, timeout_s, f"{self.workers} workers registered with the master",
                  interval_s=0.5)
         return self
+
+    def executor_pids(self) -> list[int]:
+        """The executor JVMs the workers started (CoarseGrainedExecutorBackend children of the
+        worker processes; spark-class execs the JVM, so a worker's PID is its JVM's)."""
+        workers = {p.pid for p in self.procs[1:] if p.poll() is None}
+        out = []
+        for proc in pathlib.Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if ppid in workers and b"CoarseGrainedExecutorBackend" in \
+                        (proc / "cmdline").read_bytes():
+                    out.append(int(proc.name))
+            except (OSError, IndexError, ValueError):
+                continue
+        return sorted(out)
 
     def stop(self) -> None:
         for proc in reversed(self.procs):

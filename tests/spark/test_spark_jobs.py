@@ -10,6 +10,7 @@ import pytest
 from riverbed import Admin, NewTopic, TopicPartition
 from spark_helpers import (
     JOBS,
+    batch_files,
     generate_clicks,
     kill_group,
     load_job,
@@ -28,10 +29,6 @@ def create(bootstrap, *topics):
         admin.create_topics([NewTopic(t, n, 2) for t, n in topics])
     for t, n in topics:
         wait_for_leaders(bootstrap, t, n)
-
-
-def batch_files(folder):
-    return sorted(int(p.name) for p in folder.glob("[0-9]*")) if folder.exists() else []
 
 
 def parsed(records):

@@ -34,6 +34,7 @@ from riverbed import list_offsets, log_dirs
 from riverbed.acl_bindings import MATCH_EVERY_ACL, acl_from_pb, acl_to_pb, filter_to_pb
 from riverbed.cluster import GatewayConnection, resolve_bootstrap
 from riverbed.log_dirs import NodeLogDirs
+from riverbed.transactions import RETRIABLE, PreparedTxnState, classify, error_for
 from riverbed.wire.client import secure_channel_factory
 from riverbed.coordinator.consumer_protocol import group_by_topic
 from riverbed.group_membership import (
@@ -106,12 +107,13 @@ class Admin:
                                        channel_factory=_channel_factory)
 
     # -- plumbing ---------------------------------------------------------------------------------
-    def _call(self, api: int, body):
+    def _call(self, api: int, body, api_version: int = 0):
         """Call with retries of retriable envelope errors until request_timeout_ms."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
         while True:
             try:
-                return self._conn.call(api, body, timeout_ms=self.request_timeout_ms).body
+                return self._conn.call(api, body, timeout_ms=self.request_timeout_ms,
+                                       api_version=api_version).body
             except errors.KafkaError as e:
                 if not e.retriable or time.monotonic() >= deadline:
                     raise
@@ -395,12 +397,13 @@ class Admin:
                                       topic=r.topic, partition=r.partition)
 
     # -- consumer groups (kafka-consumer-groups.sh) ------------------------------------------------
-    def _group_call(self, api: int, body, error_of: Callable = lambda r: (r.error_code, r.error_message)):
+    def _group_call(self, api: int, body, error_of: Callable = lambda r: (r.error_code, r.error_message),
+                    api_version: int = 0):
         """A group/offset call; whole-request retriable errors in the body (coordinator loading or
         moving) are retried like envelope ones until request_timeout_ms."""
         deadline = time.monotonic() + self.request_timeout_ms / 1000.0
         while True:
-            resp = self._call(api, body)
+            resp = self._call(api, body, api_version=api_version)
             code, msg = error_of(resp)
             if code == 0:
                 return resp
@@ -474,14 +477,42 @@ class Admin:
                 tuple(TopicPartition(t.name, p) for t in d.topics for p in t.partitions)))
         return out
 
-    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    def complete_transaction(self, state: PreparedTxnState, commit: bool = True,
+                             timeout_ms: int | None = None) -> None:
+        """Commit (or abort) a transaction another process prepared (`Producer.
+        prepare_transaction()`, KIP-939's two-phase commit): EndTxn at its producer id and
+        epoch, retried while the coordinator is moving or busy (at most timeout_ms, default
+        request_timeout_ms). Safe to repeat: once the commit is decided, a repeat answers
+        success. Raises ProducerFencedError when a newer instance of the transactional id took
+        over (its init_transactions aborted this transaction) or the coordinator aborted it
+        after transaction.timeout.ms, and InvalidTxnStateError when it was already ended the
+        other way."""
+        limit_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + limit_ms / 1000.0
+        req = transaction_pb2.EndTxnRequest(
+            transactional_id=state.transactional_id, producer_id=state.producer_id,
+            producer_epoch=state.producer_epoch, committed=commit)
+        while True:
+            resp = self._call(ApiKey.END_TXN, req)
+            code = resp.error_code
+            if code == 0:
+                return
+            err = error_for(code, resp.error_message)
+            if classify(code) != RETRIABLE or time.monotonic() >= deadline:
+                raise err
+            self._sleep(self.retry_backoff_ms / 1000.0)
+
+    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,
+                           *, require_stable: bool = False
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (all of them, or these partitions; those without a
-        commit are left out)."""
-        req = offset_pb2.OffsetFetchRequest(group_id=group_id)
+        commit are left out). require_stable (Kafka's ListConsumerGroupOffsetsOptions): a
+        partition whose offset a transaction is still committing raises
+        UnstableOffsetCommitError (retriable) instead of answering the offset before it."""
+        req = offset_pb2.OffsetFetchRequest(group_id=group_id, require_stable=require_stable)
         for topic, parts in group_by_topic(TopicPartition(*tp) for tp in partitions or ()):
             req.topics.add(name=topic, partition_indexes=parts)
-        resp = self._group_call(ApiKey.OFFSET_FETCH, req)
+        resp = self._group_call(ApiKey.OFFSET_FETCH, req, api_version=1 if require_stable else 0)
         out = {}
         for t in resp.topics:
             for p in t.partitions:

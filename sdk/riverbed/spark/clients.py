@@ -6,6 +6,8 @@
   group (assign + seek), in chunks of at most max_records records.
 - `RecordWriter` (executor): one task's Producer; `finish()` waits for every record and raises
   the first error, so a task never ends with a record unacknowledged.
+- `write_exactly_once` (executor) and `complete_transactions` (driver): the sink's
+  exactly-once mode, by the rules of riverbed.spark.exactly_once.
 
 Clients are made when first needed, inside the process that uses them (a ZeroMQ context does
 not pickle), and closed by `close()` or when the generator is closed.
@@ -18,14 +20,25 @@ import logging
 import os
 import time
 from bisect import bisect_left
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from riverbed import Admin, Consumer, Producer, TopicPartition, errors
+from riverbed import Admin, Consumer, PreparedTxnState, Producer, TopicPartition, errors
 from riverbed.spark.arrow import WriteColumns
+from riverbed.spark.exactly_once import (
+    BatchContext,
+    already_committed,
+    committed_batch,
+    marker,
+    marker_group,
+    marker_partition,
+    transactional_id,
+)
 from riverbed.spark.offsets import DataLoss, OffsetRange, on_out_of_range
 from riverbed.spark.options import OptionError, Subscription
 
-__all__ = ["OffsetReader", "read_range", "RecordWriter", "report_data_loss", "gc_paused"]
+__all__ = ["OffsetReader", "read_range", "RecordWriter", "report_data_loss", "gc_paused",
+           "TaskWrite", "write_exactly_once", "complete_transactions"]
 
 log = logging.getLogger(__name__)
 
@@ -230,9 +243,13 @@ class RecordWriter:
     PRUNE_AT = 200_000
 
     def __init__(self, bootstrap: Sequence[str], producer_config: Mapping[str, Any],
-                 topic: str | None):
+                 topic: str | None, transactional_id: str | None = None):
         self.bootstrap = list(bootstrap)
         self.config = dict(producer_config)
+        if transactional_id is not None:
+            self.config["transactional_id"] = transactional_id
+        else:
+            self.config.pop("transaction_timeout_ms", None)
         self.topic = topic
         self._producer: Producer | None = None
         self._futures: list = []
@@ -294,3 +311,105 @@ class RecordWriter:
                 self._producer.close()
             finally:
                 self._producer = None
+
+
+# -- exactly once (riverbed.spark.exactly_once has the protocol) --------------------------------
+
+@dataclass(frozen=True)
+class TaskWrite:
+    """What an exactly-once write task did: `records` written in a transaction it prepared
+    (`prepared`: what the driver commits), or none because this query had committed the batch
+    for this partition already (`skipped`: a re-run), or none because it had no rows."""
+    records: int
+    prepared: PreparedTxnState | None = None
+    skipped: bool = False
+
+
+def _wait_s(producer: Producer) -> float:
+    # the bound of every transactional call of a task: a record's own bound
+    # (delivery.timeout.ms); past it the task fails and Spark retries it
+    return producer.config["delivery_timeout_ms"] / 1000.0
+
+
+def read_marker(bootstrap: Sequence[str], prefix: str, partition: int, wait_s: float,
+                client_id: str) -> Any:
+    """Writer `partition`'s marker (an OffsetAndMetadata, or None), read stable: while a
+    transaction that commits it is still completing, asked again."""
+    tp = marker_partition(partition)
+    deadline = time.monotonic() + wait_s
+    with Admin(list(bootstrap), client_id=client_id) as admin:
+        while True:
+            try:
+                return admin.list_group_offsets(marker_group(prefix), [tp],
+                                                require_stable=True).get(tp)
+            except errors.RiverbedError as e:
+                if not getattr(e, "retriable", False) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.05)
+
+
+def write_exactly_once(bootstrap: Sequence[str], producer_config: Mapping[str, Any],
+                       topic: str | None, prefix: str, partition: int, ctx: BatchContext,
+                       batches: Iterator[WriteColumns]) -> TaskWrite:
+    """Task (ctx.batch_id, partition) of an exactly-once write: init_transactions (fencing
+    older attempts), the marker check, then the rows and the marker in one transaction, sent
+    and prepared but not committed (the driver commits). Any error aborts what it began (best
+    effort: a newer attempt's init_transactions, or the timeout, aborts it otherwise) and
+    raises, failing the task for Spark to retry."""
+    rows = iter(batches)
+    first = next((cols for cols in rows if cols.num_rows), None)
+    if first is None:
+        return TaskWrite(0)            # nothing to write: no transaction (a re-run has none too)
+    tid = transactional_id(prefix, partition)
+    writer = RecordWriter(bootstrap, producer_config, topic, transactional_id=tid)
+    producer = writer.producer
+    began = False
+    try:
+        wait_s = _wait_s(producer)
+        producer.init_transactions(timeout=wait_s)
+        done = read_marker(bootstrap, prefix, partition, wait_s, f"{producer.client_id}-marker")
+        if already_committed(done, ctx):
+            for _ in rows:             # Spark hands the rest of the partition anyway
+                pass
+            log.info("riverbed exactly-once write: batch %d, partition %d was committed by an "
+                     "earlier run (marker: batch %s): skipped", ctx.batch_id, partition,
+                     committed_batch(done, ctx.query_id))
+            return TaskWrite(0, skipped=True)
+        producer.begin_transaction()
+        began = True
+        writer.write(first)
+        for cols in rows:
+            writer.write(cols)
+        producer.send_offsets_to_transaction({marker_partition(partition): marker(ctx)},
+                                             marker_group(prefix), timeout=wait_s)
+        prepared = producer.prepare_transaction(timeout=wait_s)
+        return TaskWrite(writer.finish(), prepared)
+    except BaseException:
+        if began:
+            try:
+                producer.abort_transaction(timeout=10)
+            except Exception as e:     # noqa: BLE001 - fenced or gone: the next attempt aborts it
+                log.info("riverbed exactly-once write: abort of %s failed (%r); the next "
+                         "attempt's init_transactions aborts it", tid, e)
+        raise
+    finally:
+        writer.close()
+
+
+def complete_transactions(bootstrap: Sequence[str], prepared: Sequence[PreparedTxnState],
+                          commit: bool, timeout_ms: int = 120_000) -> None:
+    """The driver's half: EndTxn (commit or abort) for each prepared transaction of a batch.
+    A commit raises the first error (the batch then fails, and its re-run writes exactly the
+    partitions that did not commit); an abort only logs them."""
+    if not prepared:
+        return
+    with Admin(list(bootstrap), client_id=_client_id("committer")) as admin:
+        for state in prepared:
+            try:
+                admin.complete_transaction(state, commit=commit, timeout_ms=timeout_ms)
+            except errors.RiverbedError as e:
+                if commit:
+                    raise
+                log.warning("riverbed exactly-once write: abort of %s failed (%r); the next "
+                            "batch's init_transactions or transaction.timeout.ms aborts it",
+                            state.transactional_id, e)

@@ -23,6 +23,15 @@ recognises them (Spark hands them over case-insensitively, lower-cased):
     pollTimeoutMs                      how long an executor waits for a range's records (120000)
     maxRecordsPerBatch                 rows per Arrow batch handed to Spark (20000)
     topic                              (write) the topic for rows without a topic column
+    exactlyOnce                        (streaming write) true: each micro-batch's rows are
+                                       written in transactions committed with the batch, once
+                                       through task retries and driver restarts
+                                       (riverbed.spark.exactly_once); default false
+                                       (at-least-once)
+    transactional.id.prefix            (with exactlyOnce) the writers' transactional ids are
+                                       <prefix>-<partition>, and <prefix> names the group that
+                                       records each partition's last committed batch: one
+                                       prefix per query, kept across its restarts
     riverbed.<setting>                 an SDK client setting in Kafka's spelling
                                        (riverbed.fetch.max.wait.ms=100, riverbed.linger.ms=5)
 
@@ -107,6 +116,7 @@ PRODUCER_SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", int),
     "enable.idempotence": ("enable_idempotence", _bool),
     "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    "transaction.timeout.ms": ("transaction_timeout_ms", int),
 }
 # Settings the source manages itself, as Spark's Kafka source refuses kafka.group.id & co.
 MANAGED_SETTINGS = {
@@ -119,9 +129,18 @@ MANAGED_SETTINGS = {
     "key.serializer": "the sink takes binary or string key and value columns",
     "value.serializer": "the sink takes binary or string key and value columns",
     "partitioner": "give a partition column to choose partitions",
+    "transactional.id": "use exactlyOnce=true with transactional.id.prefix: the sink makes one "
+                        "transactional id per partition writer",
 }
 # Defaults of the sink's producer: acks=all (so idempotent by default), as the issue asks.
 PRODUCER_DEFAULTS: dict[str, Any] = {"acks": "all"}
+# exactlyOnce: a task's transaction stays open from its first record until the driver commits
+# the micro-batch, i.e. for as long as the batch's slowest task (and its retries) takes. Kafka's
+# producer default (60 s) would abort the transactions of a long batch under the driver; 15 min
+# is the coordinator's transaction.max.timeout.ms default (Flink's Kafka sink asks an hour and a
+# raised broker maximum). The cost: a query that dies and is not restarted holds read_committed
+# readers of its output partitions back until then (a restart aborts what it left at once).
+EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 900_000
 
 
 def _sdk_settings(options: Mapping[str, str], mine: Mapping[str, tuple[str, Callable]],
@@ -212,6 +231,8 @@ class WriteOptions:
     bootstrap: tuple[str, ...]
     topic: str | None
     producer_config: Mapping[str, Any] = field(default_factory=dict)
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
 
 
 READ_OPTIONS = ("bootstrap.servers", "subscribe", "subscribePattern", "assign", "startingOffsets",
@@ -219,7 +240,7 @@ READ_OPTIONS = ("bootstrap.servers", "subscribe", "subscribePattern", "assign", 
                 "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
                 "startingOffsetsByTimestampStrategy", "maxOffsetsPerTrigger", "minPartitions",
                 "failOnDataLoss", "pollTimeoutMs", "maxRecordsPerBatch")
-WRITE_OPTIONS = ("bootstrap.servers", "topic")
+WRITE_OPTIONS = ("bootstrap.servers", "topic", "exactlyOnce", "transactional.id.prefix")
 # Spark passes these to sinks and sources on its own.
 SPARK_OPTIONS = ("path", "checkpointlocation", "queryname")
 _JSON_FORM = '{"topic":{"0":23,"1":-2}}'
@@ -437,14 +458,54 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         consumer_config=_sdk_settings(opts, CONSUMER_SETTINGS, PRODUCER_SETTINGS))
 
 
-def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+def parse_write_options(options: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:
     """Check every write option (no network); raises OptionError naming the bad one."""
     opts = _lower(options)
-    _check_known(opts, WRITE_OPTIONS, "write")
+    _check_known(opts, WRITE_OPTIONS, "streaming write" if streaming else "write")
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("option topic is empty")
     config = dict(PRODUCER_DEFAULTS)
     config.update(_sdk_settings(opts, PRODUCER_SETTINGS, CONSUMER_SETTINGS))
+    raw = opts.get("exactlyonce", "false")
+    try:
+        exactly_once = _bool(raw)
+    except ValueError:
+        raise OptionError(f"option exactlyOnce={raw!r}: expected true or false") from None
+    prefix = opts.get("transactional.id.prefix")
+    if prefix is not None:
+        prefix = prefix.strip()
+        if not exactly_once:
+            raise OptionError("option transactional.id.prefix is only used with exactlyOnce=true")
+    if exactly_once:
+        if not streaming:
+            raise OptionError("option exactlyOnce applies to streaming writes (writeStream): a "
+                              "batch write has no micro-batch id to make a re-run skip what "
+                              "it already committed")
+        if not prefix:
+            raise OptionError("option exactlyOnce=true needs transactional.id.prefix: a name "
+                              "for this query, kept across its restarts (e.g. its checkpoint "
+                              "folder's name); the writers' transactional ids are "
+                              "<prefix>-<partition>")
+        _check_prefix(prefix)
+        if config.get("acks") != "all" or config.get("enable_idempotence") is False:
+            raise OptionError("option exactlyOnce=true writes with transactions, which need "
+                              "riverbed.acks=all and riverbed.enable.idempotence=true")
+        config.setdefault("transaction_timeout_ms", EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS)
+    elif "transaction_timeout_ms" in config:
+        raise OptionError("option riverbed.transaction.timeout.ms is only used with "
+                          "exactlyOnce=true")
     return WriteOptions(bootstrap=_bootstrap(opts), topic=topic.strip() if topic else None,
-                        producer_config=config)
+                        producer_config=config, exactly_once=exactly_once,
+                        transactional_id_prefix=prefix if exactly_once else None)
+
+
+# A transactional id's partition suffix ("-" + up to 10 digits) and Kafka's group id rules leave
+# the prefix free but for control characters; keep it printable and of a sane length.
+_PREFIX = re.compile(r"[A-Za-z0-9._\-]{1,200}")
+
+
+def _check_prefix(prefix: str) -> None:
+    if not _PREFIX.fullmatch(prefix):
+        raise OptionError(f"option transactional.id.prefix={prefix!r}: use 1..200 characters "
+                          "from [A-Za-z0-9._-]")

@@ -46,10 +46,14 @@ from riverbed.spark.arrow import check_write_schema, empty_batch, records_to_bat
 from riverbed.spark.clients import (
     OffsetReader,
     RecordWriter,
+    TaskWrite,
+    complete_transactions,
     gc_paused,
     read_range,
     report_data_loss,
+    write_exactly_once,
 )
+from riverbed.spark.exactly_once import batch_context
 from riverbed.spark.offsets import (
     OffsetRange,
     batch_ranges,
@@ -258,10 +262,18 @@ class RiverbedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 @dataclass
 class RiverbedCommitMessage(WriterCommitMessage):
+    """A write task's answer. exactlyOnce adds what the driver commits: the task's prepared
+    transaction (None when it wrote nothing), and whether it skipped a partition an earlier run
+    had committed, for batch `batch_id` and Spark partition `partition`."""
     records: int
+    write: TaskWrite | None = None
+    batch_id: int | None = None
+    partition: int | None = None
 
 
 def _write(opts: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> RiverbedCommitMessage:
+    if opts.exactly_once:
+        return _write_exactly_once(opts, iterator)
     writer = RecordWriter(opts.bootstrap, opts.producer_config, opts.topic)
     try:
         for batch in iterator:
@@ -271,8 +283,38 @@ def _write(opts: WriteOptions, iterator: Iterator[pa.RecordBatch]) -> RiverbedCo
         writer.close()
 
 
+def _write_exactly_once(opts: WriteOptions, iterator: Iterator[pa.RecordBatch]
+                        ) -> RiverbedCommitMessage:
+    from pyspark import TaskContext
+    tc = TaskContext.get()
+    if tc is None:
+        raise RuntimeError("exactlyOnce: the write runs outside a Spark task")
+    ctx = batch_context({k: tc.getLocalProperty(k)
+                         for k in ("sql.streaming.queryId", "streaming.sql.batchId")})
+    partition = tc.partitionId()
+    assert opts.transactional_id_prefix is not None
+    done = write_exactly_once(opts.bootstrap, opts.producer_config, opts.topic,
+                              opts.transactional_id_prefix, partition, ctx,
+                              (write_columns(batch, opts.topic) for batch in iterator))
+    return RiverbedCommitMessage(done.records, done, ctx.batch_id, partition)
+
+
 def _total(messages) -> int:
     return sum(m.records for m in messages if isinstance(m, RiverbedCommitMessage))
+
+
+def _prepared(messages, batch_id: int) -> list:
+    """The transactions a batch's tasks prepared (exactlyOnce), checked to be this batch's."""
+    out = []
+    for m in messages:
+        if not isinstance(m, RiverbedCommitMessage) or m.write is None:
+            continue
+        if m.batch_id != batch_id:
+            raise RuntimeError(f"exactlyOnce: a commit message of batch {m.batch_id} (partition "
+                               f"{m.partition}) reached the commit of batch {batch_id}")
+        if m.write.prepared is not None:
+            out.append(m.write.prepared)
+    return out
 
 
 class RiverbedBatchWriter(DataSourceArrowWriter):
@@ -291,6 +333,10 @@ class RiverbedBatchWriter(DataSourceArrowWriter):
 
 
 class RiverbedStreamWriter(DataSourceStreamArrowWriter):
+    """At-least-once by default; with exactlyOnce, each task prepares a transaction and
+    `commit` (on the driver, once every task of the batch succeeded) commits them all
+    (riverbed.spark.exactly_once)."""
+
     def __init__(self, opts: WriteOptions):
         self.opts = opts
 
@@ -298,10 +344,28 @@ class RiverbedStreamWriter(DataSourceStreamArrowWriter):
         return _write(self.opts, iterator)
 
     def commit(self, messages, batchId: int) -> None:  # noqa: N803 - Spark's name
+        if self.opts.exactly_once:
+            prepared = _prepared(messages, batchId)
+            complete_transactions(self.opts.bootstrap, prepared, commit=True)
+            skipped = sorted(m.partition for m in messages
+                             if isinstance(m, RiverbedCommitMessage) and m.write is not None
+                             and m.write.skipped)
+            log.info("riverbed exactly-once write, batch %d: %d records committed in %d "
+                     "transactions%s", batchId, _total(messages), len(prepared),
+                     f"; partitions {skipped} were committed by an earlier run" if skipped
+                     else "")
+            return
         log.info("riverbed stream write, batch %d: %d records acknowledged", batchId,
                  _total(messages))
 
     def abort(self, messages, batchId: int) -> None:  # noqa: N803 - Spark's name
+        if self.opts.exactly_once:
+            prepared = _prepared(messages, batchId)
+            complete_transactions(self.opts.bootstrap, prepared, commit=False)
+            log.warning("riverbed exactly-once write, batch %d aborted: %d prepared "
+                        "transactions aborted (a re-run writes the batch once)", batchId,
+                        len(prepared))
+            return
         log.warning("riverbed stream write, batch %d aborted: %d records had been acknowledged "
                     "(a retry writes them again: at-least-once)", batchId, _total(messages))
 
@@ -324,10 +388,11 @@ class RiverbedDataSource(DataSource):
         _check_schema(schema)
         return RiverbedStreamReader(parse_read_options(self.options, streaming=True))
 
-    def _write_options(self, schema: StructType, overwrite: bool) -> WriteOptions:
+    def _write_options(self, schema: StructType, overwrite: bool, streaming: bool
+                       ) -> WriteOptions:
         if overwrite:
             raise OptionError("a riverbed topic cannot be overwritten: write with mode append")
-        opts = parse_write_options(self.options)
+        opts = parse_write_options(self.options, streaming=streaming)
         try:
             check_write_schema({f.name: f.dataType.simpleString() for f in schema.fields},
                                opts.topic)
@@ -336,7 +401,7 @@ class RiverbedDataSource(DataSource):
         return opts
 
     def writer(self, schema: StructType, overwrite: bool) -> RiverbedBatchWriter:
-        return RiverbedBatchWriter(self._write_options(schema, overwrite))
+        return RiverbedBatchWriter(self._write_options(schema, overwrite, streaming=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> RiverbedStreamWriter:
-        return RiverbedStreamWriter(self._write_options(schema, overwrite))
+        return RiverbedStreamWriter(self._write_options(schema, overwrite, streaming=True))

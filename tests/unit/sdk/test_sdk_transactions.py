@@ -245,6 +245,61 @@ def test_send_offsets_to_transaction(producer, broker):
     producer.abort_transaction(timeout=10)
 
 
+def test_prepare_leaves_the_transaction_for_another_process_to_commit(producer, broker):
+    from riverbed import Admin, PreparedTxnState
+    producer.init_transactions(timeout=10)
+    producer.begin_transaction()
+    with pytest.raises(errors.IllegalStateError):
+        producer.prepare_transaction(timeout=10)        # nothing sent: nothing to prepare
+    futs = [producer.send("t", b"v%d" % i, partition=i % 2) for i in range(4)]
+    producer.send_offsets_to_transaction({TP0: OffsetAndMetadata(5, "batch")}, "g", timeout=10)
+    state = producer.prepare_transaction(timeout=10)
+    assert state == PreparedTxnState("tx", 77, 0)
+    assert all(f.get(timeout=0) for f in futs)           # every record acknowledged
+    assert broker.ended == [] and producer.transaction_state == "PREPARED_TRANSACTION"
+    assert producer.prepare_transaction(timeout=10) == state   # again: the same
+    with pytest.raises(errors.IllegalStateError, match="prepared"):
+        producer.send("t", b"late", partition=0)
+    with pytest.raises(errors.IllegalStateError):
+        producer.begin_transaction()
+    admin = Admin(["tcp://127.0.0.1:1"], retry_backoff_ms=1, _channel_factory=producer._gw.factory)
+    try:
+        broker.script[ApiKey.END_TXN] = [E("CONCURRENT_TRANSACTIONS"), E("NOT_COORDINATOR")]
+        admin.complete_transaction(state)                 # retried until it is answered
+        assert broker.ended == [True]
+        ends = [b for api, b, _ in producer._gw.requests if api == ApiKey.END_TXN]
+        assert len(ends) == 3 and all((b.transactional_id, b.producer_id, b.producer_epoch,
+                                       b.committed) == ("tx", 77, 0, True) for b in ends)
+        broker.script[ApiKey.END_TXN] = [E("PRODUCER_FENCED")]
+        with pytest.raises(errors.ProducerFencedError):
+            admin.complete_transaction(state, commit=False)
+    finally:
+        admin.close()
+
+
+def test_a_prepared_transaction_may_still_end_in_its_producer(producer, broker):
+    producer.init_transactions(timeout=10)
+    for commit in (True, False):
+        producer.begin_transaction()
+        producer.send("t", b"x", partition=0)
+        producer.prepare_transaction(timeout=10)
+        (producer.commit_transaction if commit else producer.abort_transaction)(timeout=10)
+        assert producer.transaction_state == "READY"
+    assert broker.ended == [True, False]
+
+
+def test_prepare_raises_a_failed_record_as_abortable(producer, broker):
+    producer.init_transactions(timeout=10)
+    producer.begin_transaction()
+    broker.script[ApiKey.PRODUCE] = [E("INVALID_PRODUCER_EPOCH")]
+    producer.send("t", b"x", partition=0)
+    with pytest.raises(errors.RiverbedError) as info:
+        producer.prepare_transaction(timeout=10)
+    assert info.value.txn_requires_abort
+    producer.abort_transaction(timeout=10)
+    assert broker.ended == [False]
+
+
 def test_transactional_config_errors():
     with pytest.raises(errors.ClientError):
         Producer(["tcp://127.0.0.1:1"], transactional_id="x", enable_idempotence=False)

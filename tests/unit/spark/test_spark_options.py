@@ -120,3 +120,34 @@ def test_partition_offsets_json_for_timestamps():
         parse_partition_offsets('{"t":{"3":-1}}', "x", timestamps=True)
     with pytest.raises(OptionError, match="JSON object of topics"):
         parse_partition_offsets("[]", "x")
+
+
+def test_exactly_once_options():
+    def write(streaming=True, **opts):
+        return parse_write_options({**BOOT, "topic": "out", **opts}, streaming=streaming)
+
+    w = write(exactlyOnce="true", **{"transactional.id.prefix": "clicks-agg"})
+    assert w.exactly_once and w.transactional_id_prefix == "clicks-agg"
+    assert w.producer_config == {"acks": "all", "transaction_timeout_ms": 900_000}
+    w = write(exactlyonce="TRUE", **{"transactional.id.prefix": "q",
+                                     "riverbed.transaction.timeout.ms": "30000"})
+    assert w.producer_config["transaction_timeout_ms"] == 30000
+    plain = write()
+    assert not plain.exactly_once and plain.transactional_id_prefix is None
+    for opts, match in [
+        ({"exactlyOnce": "true"}, "needs transactional.id.prefix"),
+        ({"exactlyOnce": "maybe"}, "exactlyOnce='maybe'"),
+        ({"transactional.id.prefix": "q"}, "only used with exactlyOnce=true"),
+        ({"riverbed.transaction.timeout.ms": "1000"}, "only used with exactlyOnce=true"),
+        ({"exactlyOnce": "true", "transactional.id.prefix": "a b"}, "A-Za-z0-9"),
+        ({"exactlyOnce": "true", "transactional.id.prefix": "q", "riverbed.acks": "1"},
+         "acks=all"),
+        ({"exactlyOnce": "true", "transactional.id.prefix": "q",
+          "riverbed.enable.idempotence": "false"}, "idempotence"),
+        ({"riverbed.transactional.id": "x"}, "transactional.id.prefix"),
+        ({"exactlyOnc": "true"}, "did you mean exactlyOnce"),
+    ]:
+        with pytest.raises(OptionError, match=match):
+            write(**opts)
+    with pytest.raises(OptionError, match="streaming writes"):
+        write(streaming=False, exactlyOnce="true", **{"transactional.id.prefix": "q"})
