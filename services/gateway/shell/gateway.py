@@ -17,13 +17,17 @@ Loops (one TaskGroup; a dead loop stops the gateway):
 
 Metadata refreshes (controller METADATA for all topics) are coalesced: at most one in flight, and
 a caller waits for one that started after it asked.
+
+Mixed in: the Kafka listeners' wiring (shell/kafka_wiring.py) and the cluster-wide admin APIs
+(log dirs, ACLs, controller-bound admin: shell/cluster_admin.py); groups and coordinators are
+the GroupRouter's (shell/groups.py).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 
 from google.protobuf.message import DecodeError
 from kazoo.exceptions import NoNodeError
@@ -31,16 +35,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from riverbed import errors
 from riverbed._proto.v1 import header_pb2, metadata_pb2
-from riverbed.coordinator.offsets_topic import OFFSETS_TOPIC
 from services.common import rpc, zk, znodes
-from services.common.acl import store as acl_store
 from services.common.controller_feed import ControllerFeed
 from services.common.metrics_core import RequestMetrics
 from services.common.telemetry import Telemetry
 from services.gateway.config import GatewayConfig
-from services.gateway.core import acl_admin
 from services.gateway.core import authorization as authz
-from services.gateway.core import log_dirs
 from services.gateway.core.metadata_cache import MetadataCache
 from services.gateway.core.routing import (
     ROUTED_APIS,
@@ -50,8 +50,10 @@ from services.gateway.core.routing import (
     merge,
     split,
 )
-from services.gateway.kafka.brokers import KafkaBroker
+from services.gateway.shell.cluster_admin import CONTROLLER_ATTEMPTS, TOPIC_CHANGING_APIS  # noqa: F401
+from services.gateway.shell.cluster_admin import ClusterAdmin
 from services.gateway.shell.groups import GroupRouter
+from services.gateway.shell.kafka_wiring import KafkaListeners
 from services.gateway.shell.guard import Guard
 
 ApiKey = header_pb2.ApiKey
@@ -61,12 +63,7 @@ ADMIN_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIO
               ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.ELECT_LEADERS,
               ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
               ApiKey.INIT_PRODUCER_ID)   # producer ids are handed out by the active controller
-# Admin requests that change topics: refresh the cache right after so this gateway routes them.
-TOPIC_CHANGING_APIS = (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS)
 TICK_S = 1.0
-# Calls to the active controller per admin request: the one it names, a second after a
-# NOT_CONTROLLER or a dropped channel, a third when that change raced another one.
-CONTROLLER_ATTEMPTS = 3
 # How often to retry registering /riverbed/gateways/<id> while a previous session of the same
 # id still holds it (it disappears within zookeeper.session.timeout.ms).
 REGISTER_RETRY_S = 0.2
@@ -100,7 +97,7 @@ def _kafka_endpoints(info: znodes.GatewayInfo) -> tuple[tuple[str, str, int], ..
     return tuple(out)
 
 
-class Gateway:
+class Gateway(KafkaListeners, ClusterAdmin):
     def __init__(self, config: GatewayConfig):
         self.config = config
         self.cache = MetadataCache()
@@ -195,76 +192,6 @@ class Gateway:
                     t.cancel()
         finally:
             await self._close(watcher)
-
-    async def _start_kafka_listeners(self) -> None:
-        from services.gateway.kafka.listener import KafkaListener   # kio only when used
-        cfg = self.config
-        bind, advertised = cfg.kafka_listeners
-        handlers = self._handlers()
-        for b in bind:
-            adv = next(a for a in advertised if a.name == b.name)
-            listener = KafkaListener(
-                b, adv, gateway_id=cfg.gateway_id, handlers=handlers, brokers=self.kafka_brokers,
-                socket_request_max_bytes=cfg.socket_request_max_bytes,
-                connections_max_idle_ms=cfg.connections_max_idle_ms,
-                queued_max_requests=cfg.queued_max_requests, name=self.name,
-                security=self._kafka_security(b.security_protocol),
-                offsets_partitions=lambda: self.cache.partition_count(OFFSETS_TOPIC))
-            self.kafka_listeners.append(listener)
-            await listener.start()     # a port in use: the gateway does not start (_close)
-
-    def _kafka_security(self, protocol: str):
-        """A Kafka listener's TLS context and SASL mechanisms (none for PLAINTEXT). The PEM
-        files are read here: a missing one stops the gateway at start with the reason."""
-        from services.gateway.kafka import listeners as kl
-        from services.gateway.kafka import tls
-        from services.gateway.kafka.listener import ListenerSecurity
-        cfg = self.config
-        ctx = None
-        if protocol in kl.TLS_PROTOCOLS:
-            ctx = tls.server_context(
-                keystore_location=cfg.ssl_keystore_location, key_password=cfg.ssl_key_password,
-                truststore_location=cfg.ssl_truststore_location, client_auth=cfg.ssl_client_auth,
-                enabled_protocols=kl.check_tls_versions(cfg.ssl_enabled_protocols))
-        mechanisms = cfg.sasl_mechanisms if protocol in kl.SASL_PROTOCOLS else ()
-        return ListenerSecurity(ssl_context=ctx, sasl_mechanisms=mechanisms,
-                                credentials=self.guard.scram_credential,
-                                sasl_max_receive_size=cfg.sasl_server_max_receive_size,
-                                scram_admin=self._scram_admin)
-
-    async def _scram_admin(self, kreq, principal: str, host: str):
-        """Kafka's Describe/AlterUserScramCredentials: DESCRIBE / ALTER on the cluster (as
-        Kafka), answered from the credentials this gateway holds; alterations written to the
-        users' znodes as `riverbed configs` writes them (every gateway sees them within moments)."""
-        from services.common.acl import store
-        from services.common.acl.authorizer import CLUSTER_NAME, Operation, ResourceType
-        from services.gateway.kafka import scram_admin as sa
-        op = Operation.DESCRIBE if kreq.api_key == sa.DESCRIBE_USER_SCRAM_CREDENTIALS \
-            else Operation.ALTER
-        ok = self.guard.authorizer.authorize(principal, host, op, ResourceType.CLUSTER,
-                                             CLUSTER_NAME)
-        if op is Operation.DESCRIBE:
-            return sa.describe(kreq.api_version, kreq.body, self.guard.scram, ok)
-        plan = sa.plan_alter(kreq.body, self.guard.scram, ok)
-        failed = {}
-        for user, (set_, delete) in plan.writes.items():
-            try:
-                await asyncio.to_thread(store.alter_config, self._zk, "users", user,
-                                        set_=set_, delete=delete)
-            except Exception as e:  # noqa: BLE001 - ZooKeeper refused or is away: that user's
-                failed[user] = (E.Value("UNKNOWN_SERVER_ERROR"), f"not written: {e}")
-        self.log.info("%s altered the SCRAM credentials of %s", principal,
-                      sorted(u for u in plan.writes if u not in failed))
-        return sa.alter_response(kreq.api_version, plan, failed)
-
-    def kafka_brokers(self, listener_name: str) -> tuple[KafkaBroker, ...]:
-        """The live gateways advertising `listener_name`, by id (the brokers Kafka clients see)."""
-        out = []
-        for gid, endpoints in sorted(self._kafka_endpoints.items()):
-            for name, host, port in endpoints:
-                if name == listener_name:
-                    out.append(KafkaBroker(gid, host, port))
-        return tuple(out)
 
     async def _close(self, watcher) -> None:
         for t in list(self._background) + ([self._refresh_task] if self._refresh_task else []):
@@ -661,138 +588,3 @@ class Gateway:
             await taken
         except Exception as e:  # noqa: BLE001 - acks=0: nobody to tell
             self.log.debug("acks=0 produce to node %d dropped: %r", sub.node_id, e)
-
-    # -- log dirs (KIP-113): asked of the storage nodes themselves -------------------------
-    def _live_nodes(self) -> list[int]:
-        return [b.node_id for b in self.cache.describe_cluster().brokers]
-
-    async def _ask_node(self, node_id: int, api: int, body, timeout_ms: int):
-        endpoint = self.cache.endpoint_of(node_id)
-        if endpoint is None:
-            return E.BROKER_NOT_AVAILABLE, f"node {node_id} is not live", None
-        try:
-            resp = await self._pool.get(endpoint).call(api, body, timeout_ms=timeout_ms)
-        except errors.KafkaError as e:
-            return e.code, e.message or e.name, None
-        except Exception as e:  # noqa: BLE001 - that node's answer is an error, the others stand
-            return E.NETWORK_EXCEPTION, f"node {node_id}: {e}", None
-        return E.NONE, "", resp.body
-
-    async def _describe_log_dirs(self, req: rpc.Request) -> rpc.Reply:
-        why = authz.cluster_denied(req.api, self.guard.may(req))
-        if why is not None:
-            raise errors.ClusterAuthorizationFailedError(why)
-        timeout = self._timeout(req)
-        await self._ensure_metadata(timeout // 2)
-        ask, dead = log_dirs.describe_targets(req.body, self._live_nodes())
-        body = log_dirs.node_describe_request(req.body)
-        answers = await asyncio.gather(*(self._ask_node(n, req.api, body, timeout) for n in ask))
-        return rpc.Reply(log_dirs.merge_describe(dict(zip(ask, answers)), dead))
-
-    async def _alter_replica_log_dirs(self, req: rpc.Request) -> rpc.Reply:
-        why = authz.cluster_denied(req.api, self.guard.may(req))
-        if why is not None:
-            raise errors.ClusterAuthorizationFailedError(why)
-        timeout = self._timeout(req)
-        await self._ensure_metadata(timeout // 2)
-        per, failed = log_dirs.split_moves(req.body, self._live_nodes())
-        nodes = sorted(per)
-        answers = await asyncio.gather(*(self._ask_node(n, req.api, per[n], timeout)
-                                         for n in nodes))
-        return rpc.Reply(log_dirs.merge_moves(per, dict(zip(nodes, answers)), failed))
-
-    # -- ACLs (Kafka's DescribeAcls / CreateAcls / DeleteAcls): the znodes `riverbed acls`
-    # writes, read and written here; every process watching them applies a change at once.
-    def _acl_cluster_check(self, req: rpc.Request) -> None:
-        why = authz.cluster_denied(req.api, self.guard.may(req))
-        if why is not None:
-            raise errors.ClusterAuthorizationFailedError(why)
-
-    async def _describe_acls(self, req: rpc.Request) -> rpc.Reply:
-        self._acl_cluster_check(req)
-        snapshot = await asyncio.to_thread(acl_store.read_acls, self._zk)
-        return rpc.Reply(acl_admin.describe(snapshot, req.body.filter))
-
-    async def _create_acls(self, req: rpc.Request) -> rpc.Reply:
-        self._acl_cluster_check(req)
-        plan = acl_admin.plan_create(req.body.creations)
-        await self._write_acls(req, "added", acl_store.add_acls, plan.adds, plan.response.results)
-        return rpc.Reply(plan.response)
-
-    async def _delete_acls(self, req: rpc.Request) -> rpc.Reply:
-        self._acl_cluster_check(req)
-        snapshot = await asyncio.to_thread(acl_store.read_acls, self._zk)
-        plan = acl_admin.plan_delete(snapshot, req.body.filters)
-        await self._write_acls(req, "removed", acl_store.remove_acls, plan.removes,
-                               plan.response.results)
-        return rpc.Reply(plan.response)
-
-    async def _write_acls(self, req: rpc.Request, what: str, write, changes, results) -> None:
-        """Each pattern's entries written with `write` (the store's add or remove); when that
-        fails, the results that asked for it (their indexes) say so."""
-        for pattern, (entries, indexes) in changes.items():
-            try:
-                await asyncio.to_thread(write, self._zk, pattern, entries)
-            except Exception as e:  # noqa: BLE001 - ZooKeeper failed: these results say so
-                self.log.warning("ACLs %s for %s failed: %r", what, pattern, e)
-                for i in indexes:
-                    results[i].error_code, results[i].error_message = (E.UNKNOWN_SERVER_ERROR,
-                                                                       f"ZooKeeper: {e}")
-            else:
-                self.log.info("ACLs %s for %s by %s: %d", what, pattern,
-                              self.guard.principal(req), len(entries))
-
-    async def _admin(self, req: rpc.Request) -> rpc.Reply:
-        api, body, may = req.api, req.body, self.guard.may(req)
-        why = authz.cluster_denied(api, may)
-        if why is not None:
-            raise errors.ClusterAuthorizationFailedError(why)
-        if api == ApiKey.INIT_PRODUCER_ID:
-            denied = authz.init_producer_id_denied(body, may, self.guard.may_any(req))
-            if denied is not None:
-                return rpc.Reply(denied)
-            if body.transactional_id:        # v1: the transactional id's coordinator
-                return await self._groups.init_transactional(req)
-        if api not in authz.ADMIN_TOPIC_OPS:
-            resp = await self._call_controller(api, body, self._timeout(req))
-            return rpc.Reply(resp.body)
-        forward, denied_topics = authz.split_admin(api, body, may)
-        theirs = None
-        if forward is not None:
-            theirs = (await self._call_controller(api, forward, self._timeout(req))).body
-            if api in TOPIC_CHANGING_APIS:
-                self._ensure_refresh()
-        return rpc.Reply(authz.admin_response(api, theirs, denied_topics, may))
-
-    async def _call_controller(self, api: int, body, timeout_ms: int,
-                               payloads: Sequence = ()) -> rpc.Response:
-        """Call the active controller; on NOT_CONTROLLER (or none known) re-read /controller
-        and retry, on a dropped channel (/controller changed while the call was out) retry on
-        the new one: at most CONTROLLER_ATTEMPTS calls. KafkaErrors propagate (the RpcServer
-        answers with an envelope error)."""
-        last = CONTROLLER_ATTEMPTS - 1
-        for attempt in range(CONTROLLER_ATTEMPTS):
-            info = self._controller.current
-            if info is None or not info.endpoint:
-                if attempt < last:
-                    await self._reread_controller()
-                    continue
-                raise errors.NotControllerError("no active controller")
-            try:
-                return await self._pool.get(info.endpoint).call(api, body, payloads=payloads,
-                                                                 timeout_ms=timeout_ms)
-            except errors.NetworkError:
-                # The channel was dropped because /controller changed (or is gone): again on
-                # whoever is active now. The new one may itself be a controller that has
-                # already resigned (it answers NOT_CONTROLLER), hence more than two attempts.
-                now = self._controller.current
-                if attempt == last or (now is not None and now.endpoint == info.endpoint):
-                    raise
-                continue
-            except errors.NotControllerError:
-                if attempt == last:
-                    raise
-                self.log.info("controller %d answered NOT_CONTROLLER; re-reading %s",
-                              info.controller_id, znodes.CONTROLLER)
-                await self._reread_controller()
-        raise AssertionError("unreachable")
