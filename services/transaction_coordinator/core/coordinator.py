@@ -29,10 +29,7 @@ Requests (the checks and answers are Kafka's):
   previous transaction completes (or a write of the id is in flight) is parked until that is
   done, at most transaction.concurrent.request.max.wait.ms (then CONCURRENT_TRANSACTIONS, as
   Kafka answers at once): the next transaction starts as soon as the last one completed rather
-  than after the client's retry backoff. When it is parked before the markers are all written,
-  the next transaction's Ongoing record is written in the same batch as the previous one's
-  Complete* (one acks=all append, not two in a row; the log still reads PrepareCommit,
-  CompleteCommit, Ongoing).
+  than after the client's retry backoff.
 - DescribeTransactions / ListTransactions (KIP-664; ListTransactions v1's duration filter,
   KIP-994) from memory.
 
@@ -115,13 +112,6 @@ class _ReplyEnd:
 
 
 @dataclass(frozen=True, slots=True)
-class _ReplyAll:
-    """The next transaction's AddPartitionsToTxn / AddOffsetsToTxn requests that joined the
-    previous one's Complete write: (request id, response) each."""
-    replies: tuple[tuple[int, object], ...]
-
-
-@dataclass(frozen=True, slots=True)
 class _SendMarkers:
     pass
 
@@ -131,7 +121,7 @@ class _Nothing:
     pass
 
 
-Then = _ReplyInit | _ReplyBody | _ReplyEnd | _ReplyAll | _SendMarkers | _Nothing
+Then = _ReplyInit | _ReplyBody | _ReplyEnd | _SendMarkers | _Nothing
 
 
 @dataclass(slots=True)
@@ -142,9 +132,6 @@ class _PendingWrite:
     last_epoch: int
     then: Then
     on_fail: object = None          # the response to answer on failure (error filled in)
-    # Written just before `value` in the same batch: the Complete* record of the previous
-    # transaction when the next one's first partitions join it (one append for both)
-    complete: TxnLogValue | None = None
 
 
 @dataclass(slots=True)
@@ -272,7 +259,7 @@ class TransactionCoordinatorCore:
                 self._complete_due.discard(tid)
             elif txn.pending is None:
                 self._complete_due.discard(tid)
-                self._complete_and_begin(txn, now_ms, out)
+                self._write_complete(txn, now_ms, out)
         return out
 
     def replay(self, record: ot.StoredRecord) -> None:
@@ -727,29 +714,28 @@ class TransactionCoordinatorCore:
                           frozenset(txn.partitions), now_ms, txn.start_ms)
         self._write(txn, new, -1, _SendMarkers(), out)
 
+    def _write_complete(self, txn: TxnMetadata, now_ms: int, out: list[Effect]) -> None:
+        target = S.COMPLETE_COMMIT if txn.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
+        new = TxnLogValue(txn.producer_id, txn.producer_epoch, txn.timeout_ms, target,
+                          frozenset(), now_ms, txn.start_ms)
+        self._write(txn, new, txn.last_producer_epoch, _Nothing(), out)
+
     def _write(self, txn: TxnMetadata, value: TxnLogValue | None, last_epoch: int, then: Then,
-               out: list[Effect], *, on_fail=None, pending: TxnStatus | None = None,
-               complete: TxnLogValue | None = None) -> None:
-        """Write `value` (None: a tombstone), after `complete` in the same batch when given."""
-        before = txn.state
-        if complete is not None:
-            check_transition(before, complete.status)
-            before = complete.status
+               out: list[Effect], *, on_fail=None, pending: TxnStatus | None = None) -> None:
         if value is not None:
-            check_transition(before, value.status)
+            check_transition(txn.state, value.status)
             pending = value.status
         else:
-            check_transition(before, S.DEAD)
+            check_transition(txn.state, S.DEAD)
         assert txn.pending is None, f"{txn.transactional_id}: a second write in flight"
         wid = self._new_id()
         shard = self.shard_of(txn.transactional_id)
         txn.pending = pending
         self._writes[wid] = _PendingWrite(shard, txn.transactional_id, value, last_epoch, then,
-                                          on_fail, complete)
-        key = tl.encode_key(txn.transactional_id)
-        records = ((key, tl.encode_value(complete)),) if complete is not None else ()
-        records += ((key, tl.encode_value(value) if value is not None else None),)
-        out.append(AppendRecords(wid, shard, records))
+                                          on_fail)
+        record = (tl.encode_key(txn.transactional_id),
+                  tl.encode_value(value) if value is not None else None)
+        out.append(AppendRecords(wid, shard, (record,)))
 
     def _on_write_completed(self, ev: WriteCompleted, now_ms: int, out: list[Effect]) -> None:
         pw = self._writes.pop(ev.write_id, None)
@@ -766,32 +752,27 @@ class TransactionCoordinatorCore:
                         pw.transactional_id,
                         pw.value.status.kafka_name if pw.value is not None else "a tombstone",
                         E.Name(ev.error_code))
-            if pw.complete is not None or (pw.value is not None
-                                           and pw.value.status in COMPLETE):
+            if pw.value is not None and pw.value.status in COMPLETE:
                 self._complete_due.add(pw.transactional_id)     # markers are written: retry
             self._fail_then(pw, code, f"writing to __transaction_state failed "
                                       f"({E.Name(ev.error_code)})", out)
             return
         before = txn.state
-        offset = ev.base_offset
-        if pw.complete is not None:
-            self._apply_value(pw.transactional_id, pw.complete, pw.last_epoch, offset)
-            self._count_completed(before, pw.complete.status)
-            before = txn.state
-            offset = offset + 1 if offset >= 0 else offset
-        self._apply_value(pw.transactional_id, pw.value, pw.last_epoch, offset)
+        self._apply_value(pw.transactional_id, pw.value, pw.last_epoch, ev.base_offset)
         if pw.value is None:
             self.stats.expired_ids += 1
             return
-        self._count_completed(before, pw.value.status)
+        status = pw.value.status
+        if status is S.COMPLETE_COMMIT and before is S.PREPARE_COMMIT:
+            self.stats.commits += 1
+        elif status is S.COMPLETE_ABORT and before is S.PREPARE_ABORT:
+            self.stats.aborts += 1
         then = pw.then
         if isinstance(then, _ReplyInit):
             out.append(Reply(then.request_id, producer_id_pb2.InitProducerIdResponse(
                 producer_id=txn.producer_id, producer_epoch=txn.producer_epoch)))
         elif isinstance(then, _ReplyBody):
             out.append(Reply(then.request_id, then.body))
-        elif isinstance(then, _ReplyAll):
-            out.extend(Reply(rid, body) for rid, body in then.replies)
         elif isinstance(then, _ReplyEnd):
             out.append(Reply(then.request_id, tx.EndTxnResponse()))
             self._send_markers(txn, out)
@@ -800,25 +781,18 @@ class TransactionCoordinatorCore:
         if txn.state not in PREPARE and txn.pending is None:
             self._unpark(pw.transactional_id, now_ms, out)
 
-    def _count_completed(self, before: TxnStatus, status: TxnStatus) -> None:
-        if status is S.COMPLETE_COMMIT and before is S.PREPARE_COMMIT:
-            self.stats.commits += 1
-        elif status is S.COMPLETE_ABORT and before is S.PREPARE_ABORT:
-            self.stats.aborts += 1
-
     def _fail_then(self, pw: _PendingWrite, code: int, msg: str, out: list[Effect]) -> None:
         then = pw.then
-        if isinstance(then, _ReplyAll):
-            for rid, body in then.replies:
-                _set_error(body, code, msg)
-                out.append(Reply(rid, body))
-            return
         rid = getattr(then, "request_id", None)
         if rid is None:
             return
         resp = pw.on_fail
-        if resp is not None:
-            _set_error(resp, code, msg)
+        if isinstance(resp, tx.AddPartitionsToTxnResponse):
+            for t in resp.results:
+                for s in t.results:
+                    s.error_code, s.error_message = code, msg
+        elif resp is not None:
+            resp.error_code, resp.error_message = code, msg
         else:
             resp = _init_error(code, msg)
         out.append(Reply(rid, resp))
@@ -875,75 +849,7 @@ class TransactionCoordinatorCore:
         if txn.pending is not None:
             self._complete_due.add(job.transactional_id)
             return
-        self._complete_and_begin(txn, now_ms, out)
-
-    def _complete_and_begin(self, txn: TxnMetadata, now_ms: int, out: list[Effect]) -> None:
-        """Every marker is written: write Complete*. When the producer's next transaction is
-        already waiting (its AddPartitionsToTxn / AddOffsetsToTxn parked), its Ongoing record
-        goes in the same batch, right after: one acks=all append instead of two in a row, and
-        the waiting requests are answered when both are durable. (A reader of the log sees
-        Kafka's transitions: PrepareCommit, CompleteCommit, Ongoing.)"""
-        tid = txn.transactional_id
-        joined: list[tuple[int, Any, object, set[TP]]] = []
-        rest = []
-        for rid, body, deadline in self._parked.pop(tid, ()):
-            self.parked_count -= 1
-            tps = self._joining(txn, body)
-            if tps is None:
-                rest.append((rid, body, deadline))
-            else:
-                joined.append((rid, body, _ok_answer(body), tps))
-        if rest:
-            self._parked[tid] = rest
-            self.parked_count += len(rest)
-        target = S.COMPLETE_COMMIT if txn.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        complete = TxnLogValue(txn.producer_id, txn.producer_epoch, txn.timeout_ms, target,
-                               frozenset(), now_ms, txn.start_ms)
-        if not joined:
-            self._write(txn, complete, txn.last_producer_epoch, _Nothing(), out)
-            return
-        tps = set().union(*(j[3] for j in joined))
-        ongoing = TxnLogValue(txn.producer_id, txn.producer_epoch, txn.timeout_ms, S.ONGOING,
-                              frozenset(tps), now_ms, now_ms)
-        check_transition(txn.state, target)
-        self._write(txn, ongoing, txn.last_producer_epoch,
-                    _ReplyAll(tuple((rid, resp) for rid, _, resp, _ in joined)), out,
-                    complete=complete)
-
-    def _joining(self, txn: TxnMetadata, body) -> set[TP] | None:
-        """The partitions a parked request adds, when it may start the producer's next
-        transaction together with the previous one's Complete write; None when it must be
-        handled on its own."""
-        if body.producer_id != txn.producer_id or body.producer_epoch != txn.producer_epoch:
-            return None
-        if isinstance(body, tx.AddPartitionsToTxnRequest):
-            return {(t.name, p) for t in body.topics for p in t.partitions}
-        n = self.partition_counts.get(ot.OFFSETS_TOPIC, 0)
-        if n < 1 or not body.group_id:
-            return None
-        return {(ot.OFFSETS_TOPIC, ot.partition_for(body.group_id, n))}
-
-
-def _set_error(resp, code: int, msg: str) -> None:
-    """Fill a response's error (every partition's, for AddPartitionsToTxn)."""
-    if isinstance(resp, tx.AddPartitionsToTxnResponse):
-        for t in resp.results:
-            for r in t.results:
-                r.error_code, r.error_message = code, msg
-    else:
-        resp.error_code, resp.error_message = code, msg
-
-
-def _ok_answer(body):
-    """The success answer to a parked AddPartitionsToTxn / AddOffsetsToTxn."""
-    if isinstance(body, tx.AddPartitionsToTxnRequest):
-        resp = tx.AddPartitionsToTxnResponse()
-        for t in body.topics:
-            tr = resp.results.add(name=t.name)
-            for p in t.partitions:
-                tr.results.add(partition_index=p)
-        return resp
-    return tx.AddOffsetsToTxnResponse()
+        self._write_complete(txn, now_ms, out)
 
 
 def _empty(txn: TxnMetadata, producer_id: int, epoch: int, timeout_ms: int,
