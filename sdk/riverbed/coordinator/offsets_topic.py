@@ -341,12 +341,18 @@ def coordinator_error_for_append(code: int) -> int:
 
     Kafka's mapping (GroupMetadataManager.storeGroup / storeOffsets): the log's errors are not
     the client's business; they become coordinator errors the client knows how to retry.
+    Kafka's coordinators append to a local log; ours append over the network to the
+    partition's leader, so a leader lost mid-append (NETWORK_EXCEPTION: maybe written, as a
+    REQUEST_TIMED_OUT) or between leaders (LEADER_NOT_AVAILABLE, BROKER_NOT_AVAILABLE) is
+    COORDINATOR_NOT_AVAILABLE too: retriable, where UNKNOWN_SERVER_ERROR was fatal to a
+    transactional producer.
     """
     from riverbed.errors import ErrorCode as E
     if code == E.NONE:
         return E.NONE
     if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
-                E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT):
+                E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT,
+                E.NETWORK_EXCEPTION, E.LEADER_NOT_AVAILABLE, E.BROKER_NOT_AVAILABLE):
         return E.COORDINATOR_NOT_AVAILABLE
     if code in (E.NOT_LEADER_FOR_PARTITION, E.KAFKA_STORAGE_ERROR):
         return E.NOT_COORDINATOR

@@ -158,3 +158,17 @@ def test_random_bytes_decode_or_raise_format_error(buf):
             decode(buf)
         except ot.OffsetsTopicFormatError:
             pass
+
+
+def test_an_append_lost_with_its_leader_is_a_retriable_coordinator_error():
+    # the coordinators append over the network: a leader killed mid-append (NETWORK_EXCEPTION)
+    # or none yet is COORDINATOR_NOT_AVAILABLE, which clients retry, never UNKNOWN_SERVER_ERROR
+    # (fatal to a transactional producer: the chaos test's workers died of it)
+    from riverbed.coordinator.offsets_topic import coordinator_error_for_append
+    from riverbed.errors import ErrorCode as E
+    for code in (E.NETWORK_EXCEPTION, E.LEADER_NOT_AVAILABLE, E.BROKER_NOT_AVAILABLE,
+                 E.REQUEST_TIMED_OUT, E.NOT_ENOUGH_REPLICAS):
+        assert coordinator_error_for_append(code) == E.COORDINATOR_NOT_AVAILABLE
+    assert coordinator_error_for_append(E.NOT_LEADER_FOR_PARTITION) == E.NOT_COORDINATOR
+    assert coordinator_error_for_append(E.CORRUPT_MESSAGE) == E.UNKNOWN_SERVER_ERROR
+    assert coordinator_error_for_append(E.NONE) == E.NONE
