@@ -27,6 +27,7 @@ import uuid
 import pytest
 
 from deploy.fleet import Fleet, free_base_port
+from tests.integration import test_kafka_clients as kafka_clients
 
 pytestmark = pytest.mark.integration
 
@@ -56,11 +57,8 @@ def name(prefix: str) -> str:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, rf: int = 3) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(topic, num_partitions=partitions,
-                                           replication_factor=rf)]).values():
-        f.result(timeout=60)
+    """test_kafka_clients' CreateTopics through confluent-kafka, then every partition led."""
+    kafka_clients.create_topic(bootstrap, topic, partitions, rf)
     wait_for_leaders(bootstrap, topic, partitions)
 
 
